@@ -1,0 +1,446 @@
+//! The layout document: a table's clustering key, stream and time columns, and Bloom scope.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::str::FromStr;
+
+use arrow::datatypes::{DataType, Schema};
+use serde::{Deserialize, Serialize};
+
+use crate::{BucketWidth, LayoutError};
+
+/// The document format this build writes and reads.
+pub const LAYOUT_FORMAT: u32 = 1;
+
+/// The layout settings of one table, stored beside its data and applied before a load.
+///
+/// With a clustering key, rows sort by `(stream, time.div_euclid(bucket_width), key…, time)`;
+/// without one the table is unclustered and rows keep their arrival order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Layout {
+    /// Document format version ([`LAYOUT_FORMAT`]).
+    pub format: u32,
+    /// Incremented by every stored change; 0 means never stored (the defaults).
+    pub generation: u64,
+    /// The stream column, sorted first (`CounterID` by default); `None` for tables with no stream.
+    pub stream: Option<String>,
+    /// The time column, bucketed after the stream and sorted last (`EventTime` by default).
+    pub time: String,
+    /// The clustering key and bucket width; `None` keeps arrival order.
+    pub clustering_key: Option<ClusteringKey>,
+    /// Which columns get Bloom filters.
+    pub bloom: Bloom,
+}
+
+/// The key columns sorted after the stream and the time bucket, and the bucket width.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusteringKey {
+    pub columns: Vec<String>,
+    pub bucket_width: BucketWidth,
+}
+
+/// Bloom filter settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bloom {
+    pub scope: BloomScope,
+    /// Target false-positive rate of each filter.
+    pub fpp: f64,
+}
+
+/// Which columns carry a Bloom filter; every other column has none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BloomScope {
+    /// No column.
+    None,
+    /// Every string or binary column.
+    Text,
+    /// Every column.
+    All,
+    /// These columns.
+    Columns(Vec<String>),
+}
+
+impl BloomScope {
+    /// The names of the columns of `schema` this scope covers, in schema order.
+    pub fn columns<'a>(&self, schema: &'a Schema) -> Vec<&'a str> {
+        schema
+            .fields()
+            .iter()
+            .filter(|f| match self {
+                BloomScope::None => false,
+                BloomScope::Text => is_text(f.data_type()),
+                BloomScope::All => true,
+                BloomScope::Columns(cols) => cols.iter().any(|c| c == f.name()),
+            })
+            .map(|f| f.name().as_str())
+            .collect()
+    }
+}
+
+impl FromStr for BloomScope {
+    type Err = LayoutError;
+
+    /// `none`, `text`, `all`, or a comma-separated list of columns.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "none" => Ok(BloomScope::None),
+            "text" => Ok(BloomScope::Text),
+            "all" => Ok(BloomScope::All),
+            "" => Err(LayoutError::BadBloomScope(s.to_string())),
+            list => {
+                let cols: Vec<String> = list.split(',').map(|c| c.trim().to_string()).collect();
+                if cols.iter().any(|c| c.is_empty()) {
+                    return Err(LayoutError::BadBloomScope(s.to_string()));
+                }
+                Ok(BloomScope::Columns(cols))
+            }
+        }
+    }
+}
+
+impl fmt::Display for BloomScope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BloomScope::None => f.write_str("none"),
+            BloomScope::Text => f.write_str("text"),
+            BloomScope::All => f.write_str("all"),
+            BloomScope::Columns(c) => f.write_str(&c.join(",")),
+        }
+    }
+}
+
+/// True for string and binary types (the `text` Bloom scope).
+pub fn is_text(dt: &DataType) -> bool {
+    matches!(
+        dt,
+        DataType::Utf8
+            | DataType::LargeUtf8
+            | DataType::Utf8View
+            | DataType::Binary
+            | DataType::LargeBinary
+            | DataType::BinaryView
+            | DataType::FixedSizeBinary(_)
+    )
+}
+
+/// True for the types the clustering order can sort.
+pub fn is_orderable(dt: &DataType) -> bool {
+    dt.is_integer()
+        || dt.is_floating()
+        || is_text(dt)
+        || matches!(
+            dt,
+            DataType::Boolean | DataType::Date32 | DataType::Date64 | DataType::Timestamp(_, _)
+        )
+}
+
+/// True for the types a time column may have: timestamps, dates, integers of unix seconds.
+pub fn is_time_type(dt: &DataType) -> bool {
+    dt.is_integer() || matches!(dt, DataType::Timestamp(_, _) | DataType::Date32 | DataType::Date64)
+}
+
+impl Default for Layout {
+    /// Stream `CounterID`, time `EventTime`, no clustering key (arrival order), Bloom filters on
+    /// text columns at 1 % false positives.
+    fn default() -> Self {
+        Layout {
+            format: LAYOUT_FORMAT,
+            generation: 0,
+            stream: Some("CounterID".into()),
+            time: "EventTime".into(),
+            clustering_key: None,
+            bloom: Bloom {
+                scope: BloomScope::Text,
+                fpp: 0.01,
+            },
+        }
+    }
+}
+
+impl Layout {
+    /// The ClickBench hits layout: stream `CounterID`, key `EventDate, UserID`, 1-day buckets,
+    /// time `EventTime`, Bloom filters on text columns.
+    pub fn hits() -> Layout {
+        Layout {
+            clustering_key: Some(ClusteringKey {
+                columns: vec!["EventDate".into(), "UserID".into()],
+                bucket_width: BucketWidth::day(),
+            }),
+            ..Layout::default()
+        }
+    }
+
+    /// The same settings, ignoring the generation.
+    pub fn same_settings(&self, other: &Layout) -> bool {
+        Layout {
+            generation: 0,
+            ..self.clone()
+        } == Layout {
+            generation: 0,
+            ..other.clone()
+        }
+    }
+
+    /// Every sort column with its role, in sort order (stream, key…, time).
+    pub fn sort_columns(&self) -> Vec<(&'static str, &str)> {
+        let mut cols = Vec::new();
+        if let Some(s) = &self.stream {
+            cols.push(("stream", s.as_str()));
+        }
+        if let Some(k) = &self.clustering_key {
+            cols.extend(k.columns.iter().map(|c| ("clustering key", c.as_str())));
+        }
+        cols.push(("time", self.time.as_str()));
+        cols
+    }
+
+    /// Checks what can be checked without the table's schema: 1–4 key columns, each named once,
+    /// no column in two roles, a positive bucket width, a false-positive rate in (0, 1).
+    pub fn validate(&self) -> Result<(), LayoutError> {
+        if self.format != LAYOUT_FORMAT {
+            return Err(LayoutError::UnsupportedFormat {
+                path: "layout document".into(),
+                format: self.format,
+            });
+        }
+        for (role, name) in self.sort_columns() {
+            if name.is_empty() {
+                return Err(LayoutError::EmptyColumnName { role });
+            }
+        }
+        if let Some(k) = &self.clustering_key {
+            if k.columns.is_empty() || k.columns.len() > 4 {
+                return Err(LayoutError::KeyColumnCount(k.columns.len()));
+            }
+            let mut seen = HashSet::new();
+            for c in &k.columns {
+                if !seen.insert(c.as_str()) {
+                    return Err(LayoutError::DuplicateColumn {
+                        column: c.clone(),
+                        role: "clustering key",
+                    });
+                }
+            }
+            BucketWidth::from_seconds(k.bucket_width.seconds())?;
+        }
+        let roles = self.sort_columns();
+        for (i, (role_a, a)) in roles.iter().enumerate() {
+            if let Some((role_b, _)) = roles[i + 1..].iter().find(|(_, b)| b == a) {
+                if role_a != role_b {
+                    return Err(LayoutError::RoleClash {
+                        column: a.to_string(),
+                        first: role_a,
+                        second: role_b,
+                    });
+                }
+            }
+        }
+        if !(self.bloom.fpp > 0.0 && self.bloom.fpp < 1.0) {
+            return Err(LayoutError::BadFpp(self.bloom.fpp));
+        }
+        if let BloomScope::Columns(cols) = &self.bloom.scope {
+            if cols.is_empty() {
+                return Err(LayoutError::BadBloomScope(String::new()));
+            }
+            let mut seen = HashSet::new();
+            for c in cols {
+                if c.is_empty() {
+                    return Err(LayoutError::EmptyColumnName { role: "Bloom scope" });
+                }
+                if !seen.insert(c.as_str()) {
+                    return Err(LayoutError::DuplicateColumn {
+                        column: c.clone(),
+                        role: "Bloom scope",
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Layout::validate`], then checks the columns against the table's schema: every named
+    /// column exists, sort columns have an order, the time column is temporal or an integer.
+    pub fn validate_for(&self, schema: &Schema) -> Result<(), LayoutError> {
+        self.validate()?;
+        let lookup = |role: &'static str, column: &str| {
+            schema
+                .field_with_name(column)
+                .map_err(|_| LayoutError::UnknownColumn {
+                    column: column.to_string(),
+                    role,
+                    available: column_list(schema),
+                })
+        };
+        for (role, column) in self.sort_columns() {
+            let field = lookup(role, column)?;
+            if role == "time" {
+                if !is_time_type(field.data_type()) {
+                    return Err(LayoutError::BadTimeColumn {
+                        column: column.to_string(),
+                        data_type: field.data_type().clone(),
+                    });
+                }
+            } else if !is_orderable(field.data_type()) {
+                return Err(LayoutError::Unorderable {
+                    column: column.to_string(),
+                    role,
+                    data_type: field.data_type().clone(),
+                });
+            }
+        }
+        if let BloomScope::Columns(cols) = &self.bloom.scope {
+            for c in cols {
+                lookup("Bloom scope", c)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn column_list(schema: &Schema) -> String {
+    const SHOWN: usize = 12;
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    if names.len() <= SHOWN {
+        names.join(", ")
+    } else {
+        format!("{}, … ({} in all)", names[..SHOWN].join(", "), names.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::datatypes::{Field, TimeUnit};
+    use std::sync::Arc;
+
+    fn flights() -> Schema {
+        Schema::new(vec![
+            Field::new("carrier", DataType::Utf8, true),
+            Field::new("time_hour", DataType::Timestamp(TimeUnit::Second, None), true),
+            Field::new("origin", DataType::Utf8, true),
+            Field::new("dest", DataType::Utf8, true),
+            Field::new("dep_delay", DataType::Float64, true),
+            Field::new("flight", DataType::Int32, true),
+            Field::new(
+                "legs",
+                DataType::List(Arc::new(Field::new("item", DataType::Int32, true))),
+                true,
+            ),
+        ])
+    }
+
+    fn flights_layout() -> Layout {
+        Layout {
+            stream: Some("carrier".into()),
+            time: "time_hour".into(),
+            clustering_key: Some(ClusteringKey {
+                columns: vec!["origin".into(), "dest".into()],
+                bucket_width: "1d".parse().unwrap(),
+            }),
+            ..Layout::default()
+        }
+    }
+
+    #[test]
+    fn a_flights_layout_is_as_valid_as_hits() {
+        flights_layout().validate_for(&flights()).unwrap();
+        assert_eq!(
+            BloomScope::Text.columns(&flights()),
+            vec!["carrier", "origin", "dest"]
+        );
+    }
+
+    #[test]
+    fn json_round_trip() {
+        let mut l = Layout::hits();
+        l.bloom.scope = BloomScope::Columns(vec!["URL".into(), "Title".into()]);
+        let json = serde_json::to_string_pretty(&l).unwrap();
+        assert!(json.contains("\"bucket_width\": \"1d\""), "{json}");
+        let back: Layout = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, l);
+        let json = serde_json::to_string(&Layout::default()).unwrap();
+        assert!(json.contains("\"scope\":\"text\""), "{json}");
+        assert!(json.contains("\"clustering_key\":null"), "{json}");
+    }
+
+    #[test]
+    fn structural_errors() {
+        let mut l = flights_layout();
+        l.clustering_key.as_mut().unwrap().columns = vec![];
+        assert!(matches!(l.validate(), Err(LayoutError::KeyColumnCount(0))));
+        l.clustering_key.as_mut().unwrap().columns = vec!["a", "b", "c", "d", "e"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        assert!(matches!(l.validate(), Err(LayoutError::KeyColumnCount(5))));
+        l.clustering_key.as_mut().unwrap().columns = vec!["origin".into(), "origin".into()];
+        let err = l.validate().unwrap_err();
+        assert!(err.to_string().contains("\"origin\" is named more than once"), "{err}");
+
+        let mut l = flights_layout();
+        l.clustering_key.as_mut().unwrap().columns = vec!["carrier".into()];
+        let err = l.validate().unwrap_err();
+        assert!(matches!(err, LayoutError::RoleClash { .. }), "{err}");
+        assert!(err.to_string().contains("stream"), "{err}");
+
+        let mut l = flights_layout();
+        l.bloom.fpp = 1.0;
+        assert!(matches!(l.validate(), Err(LayoutError::BadFpp(_))));
+        l.bloom.fpp = 0.0;
+        assert!(matches!(l.validate(), Err(LayoutError::BadFpp(_))));
+    }
+
+    #[test]
+    fn schema_errors_name_the_column() {
+        let schema = flights();
+        let mut l = flights_layout();
+        l.clustering_key.as_mut().unwrap().columns = vec!["origin".into(), "nope".into()];
+        let err = l.validate_for(&schema).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, LayoutError::UnknownColumn { .. }));
+        assert!(msg.contains("\"nope\"") && msg.contains("carrier, time_hour"), "{msg}");
+
+        let mut l = flights_layout();
+        l.clustering_key.as_mut().unwrap().columns = vec!["legs".into()];
+        let err = l.validate_for(&schema).unwrap_err();
+        assert!(matches!(err, LayoutError::Unorderable { .. }), "{err}");
+        assert!(err.to_string().contains("\"legs\""), "{err}");
+
+        let mut l = flights_layout();
+        l.time = "origin".into();
+        l.clustering_key.as_mut().unwrap().columns = vec!["dest".into()];
+        let err = l.validate_for(&schema).unwrap_err();
+        assert!(matches!(err, LayoutError::BadTimeColumn { .. }), "{err}");
+
+        let mut l = flights_layout();
+        l.time = "dep_delay".into();
+        assert!(matches!(
+            l.validate_for(&schema),
+            Err(LayoutError::BadTimeColumn { .. })
+        ));
+        // An integer time column (unix seconds) is accepted.
+        l.time = "flight".into();
+        l.validate_for(&schema).unwrap();
+
+        let mut l = flights_layout();
+        l.bloom.scope = "origin,missing".parse().unwrap();
+        let err = l.validate_for(&schema).unwrap_err();
+        assert!(err.to_string().contains("Bloom scope column \"missing\""), "{err}");
+    }
+
+    #[test]
+    fn bloom_scope_parses() {
+        assert_eq!("text".parse::<BloomScope>().unwrap(), BloomScope::Text);
+        assert_eq!("none".parse::<BloomScope>().unwrap(), BloomScope::None);
+        assert_eq!(
+            "URL, Title".parse::<BloomScope>().unwrap(),
+            BloomScope::Columns(vec!["URL".into(), "Title".into()])
+        );
+        assert!("".parse::<BloomScope>().is_err());
+        assert!("URL,,Title".parse::<BloomScope>().is_err());
+    }
+}

@@ -1,0 +1,17 @@
+//! Table layout settings: the layout document (stream, time, clustering key, bucket width,
+//! Bloom scope), its validation, its storage with compare-and-swap updates, and the one
+//! implementation of the clustering order.
+
+mod bucket;
+mod document;
+mod error;
+mod order;
+mod service;
+
+pub use bucket::BucketWidth;
+pub use document::{
+    Bloom, BloomScope, ClusteringKey, LAYOUT_FORMAT, Layout, is_orderable, is_text, is_time_type,
+};
+pub use error::LayoutError;
+pub use order::{ClusteringOrder, clustering_permutation, time_bucket};
+pub use service::{LayoutStore, Updated};

@@ -1,0 +1,74 @@
+//! `ravel-load demo`: the main job on the embedded default (a local store, generated data).
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use ravel_layout::{Layout, LayoutStore};
+use ravel_store::Store;
+use ravel_tier::Tier;
+
+use crate::gen_cmd::{ConventionArg, GenArgs, StringsArg};
+
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Working directory: the generated input goes to DIR/hits.parquet, the store to DIR/store.
+    #[arg(long, default_value = "ravel-demo")]
+    pub dir: PathBuf,
+    /// Rows to generate.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub rows: u64,
+    /// Seed of the generator.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+pub fn run(args: DemoArgs) -> Result<()> {
+    let tier = Tier::detect()?;
+    println!("== geometry\n{tier}\n");
+    std::fs::create_dir_all(&args.dir)
+        .with_context(|| format!("creating {}", args.dir.display()))?;
+    let input = args.dir.join("hits.parquet");
+    println!("== generate");
+    crate::gen_cmd::run(GenArgs {
+        rows: args.rows,
+        seed: args.seed,
+        out: input.clone(),
+        convention: ConventionArg::Raw,
+        strings: StringsArg::Binary,
+    })?;
+    let store_dir = args.dir.join("store");
+    let store = Store::open(store_dir.to_str().context("store path is not UTF-8")?)?;
+    let service = LayoutStore::new(&store, "hits")?;
+    let schema = crate::layout_cmd::parquet_schema(&input)?;
+    crate::runtime()?.block_on(async {
+        let recorded = service.record_schema(&schema).await?;
+        println!(
+            "\n== table hits in {}\nschema: {} ({} columns)",
+            store.location(),
+            if recorded { "recorded" } else { "unchanged" },
+            schema.fields().len()
+        );
+        let target = Layout::hits();
+        let u = service
+            .update(|l| {
+                l.stream = target.stream.clone();
+                l.time = target.time.clone();
+                l.clustering_key = target.clustering_key.clone();
+                l.bloom = target.bloom.clone();
+                Ok(())
+            })
+            .await?;
+        println!(
+            "layout: {} (generation {})",
+            if u.changed { "set" } else { "unchanged" },
+            u.layout.generation
+        );
+        println!("{}", serde_json::to_string_pretty(&u.layout)?);
+        println!(
+            "Bloom filters on: {}",
+            u.layout.bloom.scope.columns(&schema).join(", ")
+        );
+        anyhow::Ok(())
+    })
+}

@@ -1,0 +1,314 @@
+//! `ravel-load layout`: the layout service on the command line.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use ravel_layout::{BloomScope, BucketWidth, ClusteringKey, Layout, LayoutStore, Updated};
+use ravel_store::Store;
+
+use crate::gen_cmd::{ConventionArg, StringsArg};
+
+#[derive(Args, Debug)]
+pub struct LayoutArgs {
+    /// The store: a local directory or s3://bucket/prefix (S3 settings from AWS_* variables).
+    #[arg(long, env = "RAVEL_STORE", default_value = "./ravel-store")]
+    pub store: String,
+    /// The table.
+    #[arg(long)]
+    pub table: String,
+    #[command(subcommand)]
+    pub command: LayoutCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum LayoutCommand {
+    /// Print the whole layout document as JSON.
+    Show,
+    /// The clustering key: columns sorted after the stream and the time bucket.
+    #[command(subcommand)]
+    ClusteringKey(ClusteringKeyCommand),
+    /// The stream column, sorted first.
+    #[command(subcommand)]
+    Stream(StreamCommand),
+    /// The time column, bucketed after the stream and sorted last.
+    #[command(subcommand)]
+    Time(TimeCommand),
+    /// Which columns get Bloom filters.
+    #[command(subcommand)]
+    BloomScope(BloomScopeCommand),
+    /// The table's recorded schema, which layout changes are checked against.
+    #[command(subcommand)]
+    Schema(SchemaCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ClusteringKeyCommand {
+    /// Set the key columns (1-4) and the bucket width.
+    Set {
+        /// A key column; repeat for more, in sort order.
+        #[arg(long = "column", required = true)]
+        columns: Vec<String>,
+        /// Width of a time bucket: 1d, 6h, 30m, 15s, 1w, 1h30m.
+        #[arg(long, default_value = "1d")]
+        bucket_width: String,
+    },
+    /// Print the key.
+    Show,
+    /// Remove the key: the table keeps arrival order.
+    Clear,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum StreamCommand {
+    Set {
+        #[arg(long)]
+        column: String,
+    },
+    Show,
+    /// No stream: rows sort by bucket, key, time.
+    Clear,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TimeCommand {
+    Set {
+        #[arg(long)]
+        column: String,
+    },
+    Show,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BloomScopeCommand {
+    /// none, text (every string/binary column), all, or a comma-separated column list.
+    Set {
+        #[arg(long)]
+        scope: String,
+        /// False-positive rate of each filter (0 < fpp < 1); unchanged when omitted.
+        #[arg(long)]
+        fpp: Option<f64>,
+    },
+    Show,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SchemaCommand {
+    /// Record the schema of a Parquet file, or the hits schema.
+    Set {
+        /// A Parquet file whose schema the table takes.
+        #[arg(long, conflicts_with = "hits", required_unless_present = "hits")]
+        from: Option<PathBuf>,
+        /// The ClickBench hits schema.
+        #[arg(long)]
+        hits: bool,
+        #[arg(long, value_enum, default_value_t = ConventionArg::Raw, requires = "hits")]
+        convention: ConventionArg,
+        #[arg(long, value_enum, default_value_t = StringsArg::Binary, requires = "hits")]
+        strings: StringsArg,
+    },
+    Show,
+}
+
+pub fn run(args: LayoutArgs) -> Result<()> {
+    let store = Store::open(&args.store)?;
+    let service = LayoutStore::new(&store, &args.table)?;
+    let table = args.table.clone();
+    crate::runtime()?.block_on(async move {
+        let ctx = || format!("table {table} in {}", store.location());
+        match args.command {
+            LayoutCommand::Show => print_json(&service.load().await.with_context(ctx)?),
+            LayoutCommand::ClusteringKey(c) => match c {
+                ClusteringKeyCommand::Set {
+                    columns,
+                    bucket_width,
+                } => {
+                    let bucket_width: BucketWidth = bucket_width.parse()?;
+                    let u = service
+                        .update(|l| {
+                            l.clustering_key = Some(ClusteringKey {
+                                columns,
+                                bucket_width,
+                            });
+                            Ok(())
+                        })
+                        .await
+                        .with_context(ctx)?;
+                    report("clustering key", &u)
+                }
+                ClusteringKeyCommand::Show => {
+                    let l = service.load().await.with_context(ctx)?;
+                    match &l.clustering_key {
+                        Some(k) => println!(
+                            "columns: {}\nbucket width: {}\nsort order: {}",
+                            k.columns.join(", "),
+                            k.bucket_width,
+                            sort_order(&l)
+                        ),
+                        None => println!("no clustering key: rows keep arrival order"),
+                    }
+                    Ok(())
+                }
+                ClusteringKeyCommand::Clear => {
+                    let u = service
+                        .update(|l| {
+                            l.clustering_key = None;
+                            Ok(())
+                        })
+                        .await
+                        .with_context(ctx)?;
+                    report("clustering key", &u)
+                }
+            },
+            LayoutCommand::Stream(c) => match c {
+                StreamCommand::Set { column } => {
+                    let u = service
+                        .update(|l| {
+                            l.stream = Some(column);
+                            Ok(())
+                        })
+                        .await
+                        .with_context(ctx)?;
+                    report("stream", &u)
+                }
+                StreamCommand::Show => {
+                    let l = service.load().await.with_context(ctx)?;
+                    println!("{}", l.stream.as_deref().unwrap_or("(none)"));
+                    Ok(())
+                }
+                StreamCommand::Clear => {
+                    let u = service
+                        .update(|l| {
+                            l.stream = None;
+                            Ok(())
+                        })
+                        .await
+                        .with_context(ctx)?;
+                    report("stream", &u)
+                }
+            },
+            LayoutCommand::Time(c) => match c {
+                TimeCommand::Set { column } => {
+                    let u = service
+                        .update(|l| {
+                            l.time = column;
+                            Ok(())
+                        })
+                        .await
+                        .with_context(ctx)?;
+                    report("time column", &u)
+                }
+                TimeCommand::Show => {
+                    println!("{}", service.load().await.with_context(ctx)?.time);
+                    Ok(())
+                }
+            },
+            LayoutCommand::BloomScope(c) => match c {
+                BloomScopeCommand::Set { scope, fpp } => {
+                    let scope: BloomScope = scope.parse()?;
+                    let u = service
+                        .update(|l| {
+                            l.bloom.scope = scope;
+                            if let Some(fpp) = fpp {
+                                l.bloom.fpp = fpp;
+                            }
+                            Ok(())
+                        })
+                        .await
+                        .with_context(ctx)?;
+                    report("Bloom scope", &u)
+                }
+                BloomScopeCommand::Show => {
+                    let l = service.load().await.with_context(ctx)?;
+                    println!("scope: {}\nfpp: {}", l.bloom.scope, l.bloom.fpp);
+                    if let Some(schema) = service.schema().await.with_context(ctx)? {
+                        println!("columns: {}", l.bloom.scope.columns(&schema).join(", "));
+                    }
+                    Ok(())
+                }
+            },
+            LayoutCommand::Schema(c) => match c {
+                SchemaCommand::Set {
+                    from,
+                    hits,
+                    convention,
+                    strings,
+                } => {
+                    let schema = match (from, hits) {
+                        (Some(path), _) => parquet_schema(&path)?,
+                        (None, _) => {
+                            let conv = crate::gen_cmd::GenArgs {
+                                rows: 0,
+                                seed: 0,
+                                out: PathBuf::new(),
+                                convention,
+                                strings,
+                            }
+                            .convention();
+                            ravel_hits::schema(conv).as_ref().clone()
+                        }
+                    };
+                    let written = service.record_schema(&schema).await.with_context(ctx)?;
+                    println!(
+                        "schema of table {}: {} ({} columns)",
+                        args.table,
+                        if written { "recorded" } else { "unchanged" },
+                        schema.fields().len()
+                    );
+                    Ok(())
+                }
+                SchemaCommand::Show => {
+                    match service.schema().await.with_context(ctx)? {
+                        Some(s) => {
+                            for f in s.fields() {
+                                println!("{}\t{}", f.name(), f.data_type());
+                            }
+                        }
+                        None => println!(
+                            "no recorded schema: layout names are checked at the start of the first load"
+                        ),
+                    }
+                    Ok(())
+                }
+            },
+        }
+    })
+}
+
+/// The schema of a Parquet file, as Arrow reads it.
+pub fn parquet_schema(path: &std::path::Path) -> Result<arrow::datatypes::Schema> {
+    let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let builder = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .with_context(|| format!("reading the Parquet footer of {}", path.display()))?;
+    Ok(builder.schema().as_ref().clone())
+}
+
+fn sort_order(l: &Layout) -> String {
+    let mut parts = Vec::new();
+    if let Some(s) = &l.stream {
+        parts.push(s.clone());
+    }
+    if let Some(k) = &l.clustering_key {
+        parts.push(format!("{} div {}", l.time, k.bucket_width));
+        parts.extend(k.columns.iter().cloned());
+        parts.push(l.time.clone());
+    }
+    parts.join(", ")
+}
+
+fn report(what: &str, u: &Updated) -> Result<()> {
+    if u.changed {
+        println!("{what} set: layout generation {}", u.layout.generation);
+    } else {
+        println!(
+            "{what} unchanged (equal to the stored one): layout generation {}",
+            u.layout.generation
+        );
+    }
+    Ok(())
+}
+
+fn print_json(l: &Layout) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(l)?);
+    Ok(())
+}

@@ -1,0 +1,114 @@
+//! `ravel-load`: the command line of ravel-load. Thin: it parses, calls the libraries and
+//! explains their errors. Exit codes: 0 success, 1 failure, 2 bad input or usage.
+
+mod demo;
+mod gen_cmd;
+mod layout_cmd;
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+/// Turns a wide event table into clustered columnar objects in object storage.
+#[derive(Parser)]
+#[command(name = "ravel-load", version, about, long_about = None)]
+struct Cli {
+    /// More log output (repeat for more); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Generate hits-like data (Parquet or TSV by the output's extension).
+    Gen(gen_cmd::GenArgs),
+    /// Show or change a table's layout settings (clustering key, stream, time, Bloom scope).
+    Layout(layout_cmd::LayoutArgs),
+    /// Print the load geometry this machine's memory selects.
+    Tier {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the main job on the embedded default: generate hits into a local directory, record
+    /// the table's schema and set the hits layout.
+    Demo(demo::DemoArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let level = match cli.verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(exit_code(&err))
+        }
+    }
+}
+
+fn run(command: Command) -> Result<()> {
+    match command {
+        Command::Gen(args) => gen_cmd::run(args),
+        Command::Layout(args) => layout_cmd::run(args),
+        Command::Tier { json } => {
+            let tier = ravel_tier::Tier::detect()?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&tier)?);
+            } else {
+                println!("{tier}");
+            }
+            Ok(())
+        }
+        Command::Demo(args) => demo::run(args),
+    }
+}
+
+/// 2 when the error is about the user's input, 1 otherwise.
+fn exit_code(err: &anyhow::Error) -> u8 {
+    for cause in err.chain() {
+        if let Some(e) = cause.downcast_ref::<ravel_layout::LayoutError>() {
+            return if e.is_invalid_input() { 2 } else { 1 };
+        }
+        if let Some(e) = cause.downcast_ref::<ravel_store::StoreError>() {
+            return match e {
+                ravel_store::StoreError::BadUrl { .. } | ravel_store::StoreError::BadTableName(_) => 2,
+                _ => 1,
+            };
+        }
+        if let Some(ravel_hits::OutputError::UnknownFormat { .. }) = cause.downcast_ref() {
+            return 2;
+        }
+        if cause.downcast_ref::<BadInput>().is_some() {
+            return 2;
+        }
+    }
+    1
+}
+
+/// An error about the user's input that no library type carries.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct BadInput(pub String);
+
+/// A current-thread runtime for the store calls of one command.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
+}

@@ -1,0 +1,295 @@
+//! Stores and table paths.
+//!
+//! A store is named by a URL: a local directory (the embedded default, e.g. `./ravel-store`,
+//! or `file:///abs/path`) or `s3://bucket/prefix` for any S3-compatible server. S3 settings
+//! (endpoint, region, credentials, `AWS_ALLOW_HTTP`) come only from the standard AWS environment
+//! variables, never from arguments, so no secret passes through argv or this crate's messages.
+//!
+//! Inside a store every table lives under its own prefix:
+//!
+//! ```text
+//! <table>/_layout/<generation>.json   layout documents, one per generation (create-if-absent)
+//! <table>/_schema.json                the table's recorded Arrow schema (once)
+//! <table>/data/<hash>.parquet         objects
+//! <table>/manifests/<load-id>.json    one manifest per load
+//! ```
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use object_store::ObjectStore;
+use object_store::aws::{AmazonS3Builder, S3ConditionalPut};
+use object_store::local::LocalFileSystem;
+use object_store::path::Path;
+use object_store::prefix::PrefixStore;
+
+/// Errors opening a store or naming a table.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("store URL {url:?}: {message}")]
+    BadUrl { url: String, message: String },
+    #[error("cannot create local store directory {path}: {source}")]
+    CreateDir {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot open store {url}: {source}")]
+    Open {
+        url: String,
+        #[source]
+        source: object_store::Error,
+    },
+    #[error(
+        "table name {0:?} is not allowed: use 1-128 characters of A-Z a-z 0-9 _ - and do not start with _ or -"
+    )]
+    BadTableName(String),
+}
+
+/// Where a store is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreLocation {
+    /// A local directory (created when missing).
+    Local(PathBuf),
+    /// An S3 bucket and a key prefix inside it (possibly empty).
+    S3 { bucket: String, prefix: String },
+}
+
+impl StoreLocation {
+    /// Parses a store URL: `s3://bucket[/prefix]`, `file:///path`, or a plain path.
+    pub fn parse(url: &str) -> Result<StoreLocation, StoreError> {
+        let bad = |message: &str| StoreError::BadUrl {
+            url: url.to_string(),
+            message: message.to_string(),
+        };
+        if url.is_empty() {
+            return Err(bad("empty"));
+        }
+        if let Some(rest) = url.strip_prefix("s3://") {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            if bucket.is_empty() {
+                return Err(bad("no bucket name after s3://"));
+            }
+            if bucket.contains(['@', ':', '?', '#']) {
+                return Err(bad(
+                    "a bucket name has no credentials, port or query; settings come from AWS_* environment variables",
+                ));
+            }
+            let prefix = prefix.trim_matches('/').to_string();
+            Path::parse(&prefix).map_err(|e| bad(&format!("bad prefix: {e}")))?;
+            return Ok(StoreLocation::S3 {
+                bucket: bucket.to_string(),
+                prefix,
+            });
+        }
+        if let Some(path) = url.strip_prefix("file://") {
+            return Ok(StoreLocation::Local(PathBuf::from(path)));
+        }
+        if let Some((scheme, _)) = url.split_once("://") {
+            return Err(bad(&format!(
+                "scheme {scheme}:// is not supported; use a local path or s3://bucket/prefix"
+            )));
+        }
+        Ok(StoreLocation::Local(PathBuf::from(url)))
+    }
+}
+
+impl fmt::Display for StoreLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreLocation::Local(p) => write!(f, "{}", p.display()),
+            StoreLocation::S3 { bucket, prefix } if prefix.is_empty() => write!(f, "s3://{bucket}"),
+            StoreLocation::S3 { bucket, prefix } => write!(f, "s3://{bucket}/{prefix}"),
+        }
+    }
+}
+
+/// An opened store: an object store rooted at the store's prefix.
+#[derive(Clone)]
+pub struct Store {
+    location: String,
+    inner: Arc<dyn ObjectStore>,
+}
+
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Store")
+            .field("location", &self.location)
+            .finish()
+    }
+}
+
+impl Store {
+    /// Opens the store a URL names. Local directories are created when missing. S3 settings
+    /// come from the environment (`AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`,
+    /// `AWS_SECRET_ACCESS_KEY`, `AWS_ALLOW_HTTP`, ...), with ETag-matching conditional puts.
+    pub fn open(url: &str) -> Result<Store, StoreError> {
+        let location = StoreLocation::parse(url)?;
+        let shown = location.to_string();
+        match location {
+            StoreLocation::Local(path) => {
+                std::fs::create_dir_all(&path).map_err(|source| StoreError::CreateDir {
+                    path: path.display().to_string(),
+                    source,
+                })?;
+                let fs = LocalFileSystem::new_with_prefix(&path)
+                    .map_err(|source| StoreError::Open {
+                        url: shown.clone(),
+                        source,
+                    })?
+                    .with_automatic_cleanup(true);
+                Ok(Store::new(shown, Arc::new(fs)))
+            }
+            StoreLocation::S3 { bucket, prefix } => {
+                let s3 = AmazonS3Builder::from_env()
+                    .with_bucket_name(&bucket)
+                    .with_conditional_put(S3ConditionalPut::ETagMatch)
+                    .build()
+                    .map_err(|source| StoreError::Open {
+                        url: shown.clone(),
+                        source,
+                    })?;
+                let inner: Arc<dyn ObjectStore> = if prefix.is_empty() {
+                    Arc::new(s3)
+                } else {
+                    Arc::new(PrefixStore::new(s3, prefix.as_str()))
+                };
+                Ok(Store::new(shown, inner))
+            }
+        }
+    }
+
+    /// Wraps an object store the caller built (tests, wrappers such as fault injection).
+    pub fn new(location: impl Into<String>, inner: Arc<dyn ObjectStore>) -> Store {
+        Store {
+            location: location.into(),
+            inner,
+        }
+    }
+
+    /// The store's location as shown to users (no secrets: those never enter the URL).
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// The object store, rooted at the store's prefix.
+    pub fn object_store(&self) -> &Arc<dyn ObjectStore> {
+        &self.inner
+    }
+}
+
+/// The paths of one table inside a store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TablePaths {
+    name: String,
+}
+
+impl TablePaths {
+    /// Checks the table name and names its paths.
+    pub fn new(name: &str) -> Result<TablePaths, StoreError> {
+        let ok = !name.is_empty()
+            && name.len() <= 128
+            && !name.starts_with(['_', '-'])
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !ok {
+            return Err(StoreError::BadTableName(name.to_string()));
+        }
+        Ok(TablePaths {
+            name: name.to_string(),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `<table>/_layout/`: one layout document per generation.
+    pub fn layout_dir(&self) -> Path {
+        Path::from_iter([self.name.as_str(), "_layout"])
+    }
+
+    /// `<table>/_layout/<generation, 20 digits>.json`.
+    pub fn layout_doc(&self, generation: u64) -> Path {
+        self.layout_dir().join(format!("{generation:020}.json"))
+    }
+
+    /// `<table>/_schema.json`: the table's recorded Arrow schema.
+    pub fn schema_doc(&self) -> Path {
+        Path::from_iter([self.name.as_str(), "_schema.json"])
+    }
+
+    /// `<table>/data/`.
+    pub fn data_dir(&self) -> Path {
+        Path::from_iter([self.name.as_str(), "data"])
+    }
+
+    /// `<table>/manifests/`.
+    pub fn manifests_dir(&self) -> Path {
+        Path::from_iter([self.name.as_str(), "manifests"])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::ObjectStoreExt;
+
+    #[test]
+    fn parses_store_urls() {
+        assert_eq!(
+            StoreLocation::parse("./ravel-store").unwrap(),
+            StoreLocation::Local("./ravel-store".into())
+        );
+        assert_eq!(
+            StoreLocation::parse("file:///tmp/x").unwrap(),
+            StoreLocation::Local("/tmp/x".into())
+        );
+        assert_eq!(
+            StoreLocation::parse("s3://bucket/a/b/").unwrap(),
+            StoreLocation::S3 {
+                bucket: "bucket".into(),
+                prefix: "a/b".into()
+            }
+        );
+        assert_eq!(
+            StoreLocation::parse("s3://bucket").unwrap().to_string(),
+            "s3://bucket"
+        );
+        for bad in ["", "s3://", "s3:///x", "gs://b/p", "s3://key:secret@bucket/p"] {
+            let err = StoreLocation::parse(bad).unwrap_err();
+            assert!(matches!(err, StoreError::BadUrl { .. }), "{bad}");
+        }
+        // A URL carrying a secret is refused without repeating it as a credential field.
+        let err = StoreLocation::parse("s3://key:secret@bucket/p").unwrap_err();
+        assert!(err.to_string().contains("environment"), "{err}");
+    }
+
+    #[test]
+    fn table_names_and_paths() {
+        let t = TablePaths::new("hits").unwrap();
+        assert_eq!(t.layout_doc(7).as_ref(), "hits/_layout/00000000000000000007.json");
+        assert_eq!(t.data_dir().as_ref(), "hits/data");
+        assert_eq!(t.manifests_dir().as_ref(), "hits/manifests");
+        assert_eq!(t.schema_doc().as_ref(), "hits/_schema.json");
+        for bad in ["", "_x", "-x", "a/b", "a b", "..", &"x".repeat(129)] {
+            assert!(TablePaths::new(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn opens_a_local_directory_and_creates_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("nested/store");
+        let store = Store::open(root.to_str().unwrap()).unwrap();
+        assert!(root.is_dir());
+        store
+            .object_store()
+            .put(&Path::from("t/x"), b"1".to_vec().into())
+            .await
+            .unwrap();
+        assert!(root.join("t/x").is_file());
+    }
+}
