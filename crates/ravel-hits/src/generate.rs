@@ -17,7 +17,7 @@ use arrow::buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::SchemaRef;
 use rand::{Rng, RngCore};
 
-use crate::model::{Model, Rand, User, hash64, rng};
+use crate::model::{Model, Rand, User, hash64, mix, rng};
 use crate::schema::{COLUMNS, Convention, Strings, schema};
 
 /// 2013-07-01 00:00:00 UTC.
@@ -76,7 +76,17 @@ struct Hit {
     page: u32,
     prev_page: u32,
     param: u32,
+    /// Randomness of this hit's own columns (WatchID, HID, timings, flags): drawn when the hit
+    /// is made, so the output does not depend on how rows are cut into batches.
+    noise: u64,
     session: Rc<Session>,
+}
+
+impl Hit {
+    /// A random number for column `k` of this hit.
+    fn rand(&self, k: u64) -> u64 {
+        mix(self.noise, k)
+    }
 }
 
 /// A deterministic stream of hits batches in arrival order.
@@ -93,7 +103,6 @@ pub struct Generator {
     pending: Vec<Hit>,
     ready: std::collections::VecDeque<Hit>,
     session_rng: Rand,
-    batch_no: u64,
 }
 
 impl Generator {
@@ -132,7 +141,6 @@ impl Generator {
             seq: 0,
             pending: Vec::new(),
             ready: Default::default(),
-            batch_no: 0,
         }
     }
 
@@ -217,6 +225,7 @@ impl Generator {
                 page,
                 prev_page,
                 param,
+                noise: r.next_u64(),
                 session: session.clone(),
             });
             self.seq += 1;
@@ -242,8 +251,6 @@ impl Generator {
 
     /// Builds the 105 columns of a batch of hits.
     fn materialize(&mut self, hits: &[Hit]) -> RecordBatch {
-        let mut r = rng(self.opts.seed, 0x2000_0000 + self.batch_no);
-        self.batch_no += 1;
         let m = &self.model;
         let conv = self.opts.convention;
         let mut url_buf: Vec<u8> = Vec::with_capacity(128);
@@ -299,7 +306,7 @@ impl Generator {
                     }
                 };
                 match name {
-                    "WatchID" => i64s(&mut |_| (r.next_u64() >> 1) as i64),
+                    "WatchID" => i64s(&mut |h| (h.rand(1) >> 1) as i64),
                     "JavaEnable" => i16s(&mut |h| u(h).java),
                     "Title" => texts(&mut |h, o| o.extend_from_slice(&page(h).title)),
                     "GoodEvent" => i16s(&mut |_| 1),
@@ -324,7 +331,7 @@ impl Generator {
                     "UserAgent" => i16s(&mut |h| u(h).user_agent),
                     "URL" => texts(&mut |h, o| urlf(h, h.page, o)),
                     "Referer" => texts(&mut |h, o| referer(h, o)),
-                    "IsRefresh" => i16s(&mut |_| (r.next_u32() % 20 == 0) as i16),
+                    "IsRefresh" => i16s(&mut |h| (h.rand(2) % 20 == 0) as i16),
                     "RefererCategoryID" => i16s(&mut |h| {
                         if h.hit_no > 0 { page(h).category } else { 0 }
                     }),
@@ -387,8 +394,8 @@ impl Generator {
                     "SilverlightVersion4" => i16s(&mut |h| u(h).silverlight[3] as i16),
                     "PageCharset" => texts(&mut |h, o| o.extend_from_slice(Model::charset(counter(h)).as_bytes())),
                     "CodeVersion" => i32s(&mut |h| counter(h).code_version),
-                    "IsLink" => i16s(&mut |_| (r.next_u32() % 50 == 0) as i16),
-                    "IsDownload" => i16s(&mut |_| (r.next_u32() % 200 == 0) as i16),
+                    "IsLink" => i16s(&mut |h| (h.rand(3) % 50 == 0) as i16),
+                    "IsDownload" => i16s(&mut |h| (h.rand(4) % 200 == 0) as i16),
                     "IsNotBounce" => i16s(&mut |h| (h.session.len > 1) as i16),
                     "FUniqID" => i64s(&mut |h| u(h).funiq_id),
                     "OriginalURL" => texts(&mut |h, o| {
@@ -396,13 +403,13 @@ impl Generator {
                             urlf(h, h.page, o)
                         }
                     }),
-                    "HID" => i32s(&mut |_| r.next_u32() as i32),
+                    "HID" => i32s(&mut |h| h.rand(5) as i32),
                     "IsOldCounter" => i16s(&mut |h| counter(h).is_old),
-                    "IsEvent" => i16s(&mut |_| (r.next_u32() % 100 == 0) as i16),
+                    "IsEvent" => i16s(&mut |h| (h.rand(6) % 100 == 0) as i16),
                     "IsParameter" => i16s(&mut |h| (h.param % 100 == 7) as i16),
-                    "DontCountHits" => i16s(&mut |_| (r.next_u32() % 100 == 0) as i16),
-                    "WithHash" => i16s(&mut |_| (r.next_u32() % 20 == 0) as i16),
-                    "HitColor" => texts(&mut |_, o| o.push(b"55555FED"[(r.next_u32() % 8) as usize])),
+                    "DontCountHits" => i16s(&mut |h| (h.rand(7) % 100 == 0) as i16),
+                    "WithHash" => i16s(&mut |h| (h.rand(8) % 20 == 0) as i16),
+                    "HitColor" => texts(&mut |h, o| o.push(b"55555FED"[(h.rand(9) % 8) as usize])),
                     "LocalEventTime" => times(&|h| h.session.user.tz as i64 * 3600 - 4 * 3600),
                     "Age" => i16s(&mut |h| u(h).age),
                     "Sex" => i16s(&mut |h| u(h).sex),
@@ -420,10 +427,10 @@ impl Generator {
                     | "OpenstatSourceID" | "UTMContent" | "UTMTerm" | "FromTag" => {
                         texts(&mut |_, _| {})
                     }
-                    "HTTPError" => i16s(&mut |_| if r.next_u32() % 500 == 0 { 404 } else { 0 }),
+                    "HTTPError" => i16s(&mut |h| if h.rand(10) % 500 == 0 { 404 } else { 0 }),
                     "SendTiming" | "DNSTiming" | "ConnectTiming" | "ResponseStartTiming"
-                    | "ResponseEndTiming" | "FetchTiming" => i32s(&mut |_| {
-                        let x = r.next_u32();
+                    | "ResponseEndTiming" | "FetchTiming" => i32s(&mut |h| {
+                        let x = h.rand(11 + name.len() as u64) as u32;
                         if x % 3 == 0 { 0 } else { (x >> 20) as i32 % 2000 }
                     }),
                     "SocialSourceNetworkID" | "ParamCurrencyID" | "HasGCLID" => i16s(&mut |_| 0),

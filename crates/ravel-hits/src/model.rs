@@ -68,7 +68,7 @@ impl Cat {
 const SYLLABLES: [&str; 48] = [
     "ka", "ro", "mi", "ta", "ne", "so", "vi", "la", "po", "du", "re", "zi", "mo", "sa", "ki", "lo",
     "ba", "ve", "ni", "to", "gu", "ra", "se", "pe", "do", "li", "ma", "ko", "zu", "fe", "ri", "na",
-    "te", "bo", "ga", "ju", "sh", "ch", "ya", "vo", "mu", "di", "pa", "ze", "lu", "ho", "ty", "xe",
+    "te", "bo", "ga", "ju", "sh", "ch", "ya", "vo", "mu", "di", "pa", "ze", "lu", "ho", "ty", "ve",
 ];
 const WORDS: [&str; 64] = [
     "news", "auto", "sport", "video", "music", "games", "weather", "market", "forum", "photo",
@@ -120,7 +120,7 @@ const SEARCH_WORDS: [&str; 40] = [
     "kupit", "skachat", "besplatno", "smotret", "online", "film", "serial", "pogoda", "moskva",
     "avto", "otzyvy", "cena", "igry", "muzyka", "recept", "kak", "sdelat", "rabota", "kvartira",
     "bilety", "novosti", "foto", "video", "iphone", "samsung", "telefon", "noutbuk", "kredit",
-    "bank", "karta", "spb", "2013", "torrent", "russkom", "yazyke", "mp3", "hd", "porno", "vk",
+    "bank", "karta", "spb", "2013", "torrent", "russkom", "yazyke", "mp3", "hd", "kupon", "vk",
     "odnoklassniki",
 ];
 const UTM_SOURCES: [&str; 6] = ["yandex", "google", "direct", "vk", "begun", "email"];
@@ -217,6 +217,7 @@ impl Model {
             .collect();
         let mut ids = std::collections::HashSet::new();
         ids.insert(COUNTER_62);
+        let mut domains = std::collections::HashSet::new();
         let counters = (0..COUNTERS)
             .map(|rank| {
                 let id = if rank == 1 {
@@ -231,7 +232,7 @@ impl Model {
                 };
                 let share = weights[rank] / total;
                 let n_pages = 8 + (share * 400_000.0).powf(0.6) as usize;
-                build_counter(&mut r, id, rank, n_pages)
+                build_counter(&mut r, id, rank, n_pages, &mut domains)
             })
             .collect();
         let phrases: Vec<Vec<u8>> = (0..4000)
@@ -382,14 +383,21 @@ fn name(r: &mut Rand, syllables: usize) -> String {
     (0..syllables).map(|_| SYLLABLES[r.random_range(0..SYLLABLES.len())]).collect()
 }
 
-fn build_counter(r: &mut Rand, id: i32, rank: usize, n_pages: usize) -> Counter {
-    let syllables = r.random_range(1..3);
-    let domain = format!(
-        "{}{}.{}",
-        word(r),
-        name(r, syllables),
-        TLDS[r.random_range(0..TLDS.len())]
-    );
+fn build_counter(
+    r: &mut Rand,
+    id: i32,
+    rank: usize,
+    n_pages: usize,
+    domains: &mut std::collections::HashSet<String>,
+) -> Counter {
+    // Every site has its own domain, so a page belongs to one counter.
+    let domain = loop {
+        let syllables = r.random_range(1..4);
+        let d = format!("{}{}.{}", word(r), name(r, syllables), TLDS[r.random_range(0..TLDS.len())]);
+        if domains.insert(d.clone()) {
+            break d;
+        }
+    };
     let site_title = {
         let mut t = name(r, 3);
         t[..1].make_ascii_uppercase();

@@ -9,9 +9,10 @@ use std::path::Path;
 use std::sync::mpsc::sync_channel;
 
 use arrow::array::RecordBatch;
-use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
+
+use ravel_encode::ParallelWriter;
 
 use crate::generate::{GenOptions, Generator};
 
@@ -61,11 +62,13 @@ pub struct Written {
     pub bytes: u64,
 }
 
-/// Writer properties of generated Parquet: zstd level 1, row groups of 1M rows.
+/// Rows per row group of generated Parquet.
+pub const GEN_ROW_GROUP_ROWS: usize = 1 << 20;
+
+/// Writer properties of generated Parquet: zstd level 1, parquet-rs defaults otherwise.
 pub fn gen_writer_properties() -> WriterProperties {
     WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("valid level")))
-        .set_max_row_group_row_count(Some(1 << 20))
         .build()
 }
 
@@ -95,7 +98,8 @@ pub fn write_generated(
         let mut rows = 0;
         match format {
             Format::Parquet => {
-                let mut w = ArrowWriter::try_new(file, schema, Some(gen_writer_properties()))
+                let out = BufWriter::with_capacity(1 << 20, file);
+                let mut w = ParallelWriter::try_new(out, schema, gen_writer_properties(), GEN_ROW_GROUP_ROWS)
                     .map_err(|source| OutputError::Parquet {
                         path: String::new(),
                         source,
@@ -115,14 +119,17 @@ pub fn write_generated(
             }
             Format::Tsv => {
                 let mut out = BufWriter::with_capacity(1 << 20, file);
-                let mut buf = Vec::with_capacity(1 << 24);
+                let mut parts = Vec::new();
                 for b in rx {
-                    buf.clear();
-                    crate::tsv::write_batch(&mut buf, &b);
-                    std::io::Write::write_all(&mut out, &buf).map_err(|source| OutputError::Io {
-                        path: String::new(),
-                        source,
-                    })?;
+                    crate::tsv::format_batch(&mut parts, &b);
+                    for p in &parts {
+                        std::io::Write::write_all(&mut out, p).map_err(|source| {
+                            OutputError::Io {
+                                path: String::new(),
+                                source,
+                            }
+                        })?;
+                    }
                     rows += b.num_rows() as u64;
                     let _ = done_tx.send(rows);
                 }

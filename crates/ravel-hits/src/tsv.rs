@@ -83,45 +83,91 @@ pub fn push_escaped(out: &mut Vec<u8>, bytes: &[u8]) {
     }
 }
 
-/// Appends a hits batch (either convention) as TSV lines.
-pub fn write_batch(out: &mut Vec<u8>, batch: &RecordBatch) {
-    let mut ints = itoa::Buffer::new();
+/// A hits column, downcast once per batch.
+enum Col<'a> {
+    I16(&'a [i16]),
+    I32(&'a [i32]),
+    I64(&'a [i64]),
+    Seconds(&'a [i64]),
+    DaysU16(&'a [u16]),
+    Days32(&'a [i32]),
+    Bin(&'a arrow::array::BinaryArray),
+    Str(&'a arrow::array::StringArray),
+}
+
+fn typed_columns(batch: &RecordBatch) -> Vec<(Col<'_>, Option<&arrow::buffer::NullBuffer>)> {
     let cols = batch.columns();
     assert_eq!(cols.len(), COLUMNS.len(), "a hits batch has 105 columns");
-    for row in 0..batch.num_rows() {
-        for (i, (col, (_, kind))) in cols.iter().zip(COLUMNS.iter()).enumerate() {
+    cols.iter()
+        .zip(COLUMNS.iter())
+        .map(|(col, (_, kind))| {
+            let c = match (kind, col.data_type()) {
+                (Kind::SmallInt, _) => Col::I16(col.as_primitive::<Int16Type>().values()),
+                (Kind::Int, _) => Col::I32(col.as_primitive::<Int32Type>().values()),
+                (Kind::BigInt, _) => Col::I64(col.as_primitive::<Int64Type>().values()),
+                (Kind::DateTime, DataType::Int64) => Col::Seconds(col.as_primitive::<Int64Type>().values()),
+                (Kind::DateTime, _) => Col::Seconds(col.as_primitive::<TimestampSecondType>().values()),
+                (Kind::Date, DataType::UInt16) => Col::DaysU16(col.as_primitive::<UInt16Type>().values()),
+                (Kind::Date, _) => Col::Days32(col.as_primitive::<Date32Type>().values()),
+                (Kind::Text, DataType::Binary) => Col::Bin(col.as_binary::<i32>()),
+                (Kind::Text, _) => Col::Str(col.as_string::<i32>()),
+            };
+            (c, col.nulls())
+        })
+        .collect()
+}
+
+fn write_rows(out: &mut Vec<u8>, cols: &[(Col<'_>, Option<&arrow::buffer::NullBuffer>)], rows: std::ops::Range<usize>) {
+    let mut ints = itoa::Buffer::new();
+    for row in rows {
+        for (i, (col, nulls)) in cols.iter().enumerate() {
             if i > 0 {
                 out.push(b'\t');
             }
-            if col.is_null(row) {
+            if nulls.is_some_and(|n| n.is_null(row)) {
                 out.extend_from_slice(b"\\N");
                 continue;
             }
-            match (kind, col.data_type()) {
-                (Kind::SmallInt, _) => {
-                    out.extend_from_slice(ints.format(col.as_primitive::<Int16Type>().value(row)).as_bytes())
-                }
-                (Kind::Int, _) => {
-                    out.extend_from_slice(ints.format(col.as_primitive::<Int32Type>().value(row)).as_bytes())
-                }
-                (Kind::BigInt, _) => {
-                    out.extend_from_slice(ints.format(col.as_primitive::<Int64Type>().value(row)).as_bytes())
-                }
-                (Kind::DateTime, DataType::Int64) => {
-                    push_datetime(out, col.as_primitive::<Int64Type>().value(row))
-                }
-                (Kind::DateTime, _) => {
-                    push_datetime(out, col.as_primitive::<TimestampSecondType>().value(row))
-                }
-                (Kind::Date, DataType::UInt16) => {
-                    push_date(out, col.as_primitive::<UInt16Type>().value(row) as i64)
-                }
-                (Kind::Date, _) => push_date(out, col.as_primitive::<Date32Type>().value(row) as i64),
-                (Kind::Text, DataType::Binary) => push_escaped(out, col.as_binary::<i32>().value(row)),
-                (Kind::Text, _) => push_escaped(out, col.as_string::<i32>().value(row).as_bytes()),
+            match col {
+                Col::I16(v) => out.extend_from_slice(ints.format(v[row]).as_bytes()),
+                Col::I32(v) => out.extend_from_slice(ints.format(v[row]).as_bytes()),
+                Col::I64(v) => out.extend_from_slice(ints.format(v[row]).as_bytes()),
+                Col::Seconds(v) => push_datetime(out, v[row]),
+                Col::DaysU16(v) => push_date(out, v[row] as i64),
+                Col::Days32(v) => push_date(out, v[row] as i64),
+                Col::Bin(a) => push_escaped(out, a.value(row)),
+                Col::Str(a) => push_escaped(out, a.value(row).as_bytes()),
             }
         }
         out.push(b'\n');
+    }
+}
+
+/// Rows formatted per parallel task.
+const CHUNK_ROWS: usize = 4096;
+
+/// Formats a hits batch (either convention) as TSV lines into `parts`, one buffer per chunk of
+/// rows, in parallel. The buffers are reused across calls; concatenated in order they are the
+/// batch's text.
+pub fn format_batch(parts: &mut Vec<Vec<u8>>, batch: &RecordBatch) {
+    use rayon::prelude::*;
+    let cols = typed_columns(batch);
+    let n = batch.num_rows();
+    let chunks = n.div_ceil(CHUNK_ROWS);
+    parts.resize_with(chunks.max(parts.len()), Vec::new);
+    parts[..chunks].par_iter_mut().enumerate().for_each(|(c, buf)| {
+        buf.clear();
+        write_rows(buf, &cols, c * CHUNK_ROWS..((c + 1) * CHUNK_ROWS).min(n));
+    });
+    parts.truncate(chunks);
+}
+
+/// Appends a hits batch (either convention) as TSV lines.
+pub fn write_batch(out: &mut Vec<u8>, batch: &RecordBatch) {
+    let mut parts = Vec::new();
+    format_batch(&mut parts, batch);
+    for p in parts {
+        out.extend_from_slice(&p);
     }
 }
 
