@@ -69,11 +69,16 @@ fn cluster_gain(rows: u64, seed: u64, row_group: usize, zstd: i32) -> Result<()>
     let batches: Vec<RecordBatch> = generator.collect();
     let arrival = concat_batches(&schema, &batches)?;
     drop(batches);
-    println!("generated {rows} rows in {:.2} s", t.elapsed().as_secs_f64());
+    println!(
+        "generated {rows} rows in {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
 
     let props = || {
         WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::try_new(zstd).expect("zstd level")))
+            .set_compression(Compression::ZSTD(
+                ZstdLevel::try_new(zstd).expect("zstd level"),
+            ))
             .set_max_row_group_row_count(Some(row_group))
             .build()
     };
@@ -86,7 +91,10 @@ fn cluster_gain(rows: u64, seed: u64, row_group: usize, zstd: i32) -> Result<()>
     let sorted = take_record_batch(&arrival, &perm)?;
     let take_s = t.elapsed().as_secs_f64();
 
-    let (a, s) = rayon::join(|| encoded_size(&arrival, props()), || encoded_size(&sorted, props()));
+    let (a, s) = rayon::join(
+        || encoded_size(&arrival, props()),
+        || encoded_size(&sorted, props()),
+    );
     let (a, s) = (a?, s?);
     println!("permutation: {sort_s:.3} s, take: {take_s:.3} s");
     println!("arrival order: {a} bytes");

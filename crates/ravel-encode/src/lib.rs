@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
+use parquet::arrow::ArrowSchemaConverter;
 use parquet::arrow::arrow_writer::{
     ArrowColumnWriter, ArrowLeafColumn, ArrowRowGroupWriterFactory, compute_leaves,
 };
-use parquet::arrow::ArrowSchemaConverter;
 use parquet::errors::Result;
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::properties::WriterProperties;
@@ -143,21 +143,31 @@ mod tests {
         let schema = Arc::new(Schema::new(vec![
             Field::new("i", DataType::Int64, false),
             Field::new("s", DataType::Utf8, true),
-            Field::new("t", DataType::Timestamp(TimeUnit::Second, Some("UTC".into())), false),
+            Field::new(
+                "t",
+                DataType::Timestamp(TimeUnit::Second, Some("UTC".into())),
+                false,
+            ),
         ]));
         let batch = |lo: i64, n: i64| {
             RecordBatch::try_new(
                 schema.clone(),
                 vec![
                     Arc::new(Int64Array::from_iter_values(lo..lo + n)) as ArrayRef,
-                    Arc::new(StringArray::from_iter((lo..lo + n).map(|i| (i % 3 != 0).then(|| i.to_string())))),
-                    Arc::new(TimestampSecondArray::from_iter_values(lo..lo + n).with_timezone("UTC")),
+                    Arc::new(StringArray::from_iter(
+                        (lo..lo + n).map(|i| (i % 3 != 0).then(|| i.to_string())),
+                    )),
+                    Arc::new(
+                        TimestampSecondArray::from_iter_values(lo..lo + n).with_timezone("UTC"),
+                    ),
                 ],
             )
             .unwrap()
         };
         let mut out = Vec::new();
-        let mut w = ParallelWriter::try_new(&mut out, schema.clone(), WriterProperties::default(), 1000).unwrap();
+        let mut w =
+            ParallelWriter::try_new(&mut out, schema.clone(), WriterProperties::default(), 1000)
+                .unwrap();
         w.write(&batch(0, 700)).unwrap();
         w.write(&batch(700, 700)).unwrap();
         assert_eq!(w.rows_in_group(), 400);
@@ -170,7 +180,11 @@ mod tests {
 
         let reader = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(out)).unwrap();
         assert_eq!(reader.schema().as_ref(), schema.as_ref());
-        let back: Vec<RecordBatch> = reader.build().unwrap().collect::<std::result::Result<_, _>>().unwrap();
+        let back: Vec<RecordBatch> = reader
+            .build()
+            .unwrap()
+            .collect::<std::result::Result<_, _>>()
+            .unwrap();
         let back = arrow::compute::concat_batches(&schema, &back).unwrap();
         assert_eq!(back, batch(0, 1401));
     }

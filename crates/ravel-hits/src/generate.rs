@@ -206,9 +206,17 @@ impl Generator {
             source,
             referrer,
             len: len as u16,
-            window_name: if r.random_bool(0.2) { -1 } else { r.next_u32() as i32 },
+            window_name: if r.random_bool(0.2) {
+                -1
+            } else {
+                r.next_u32() as i32
+            },
             window,
-            utm: if source == Source::Ad { r.random_range(1..=12) } else { 0 },
+            utm: if source == Source::Ad {
+                r.random_range(1..=12)
+            } else {
+                0
+            },
             user,
         });
         let n_pages = self.model.counters[counter as usize].pages.len() as f64;
@@ -217,7 +225,11 @@ impl Generator {
         for hit_no in 0..len as u16 {
             // Popular pages first: a skewed draw over the counter's pages.
             let page = (r.random::<f64>().powi(3) * n_pages) as u32;
-            let param = if r.random_bool(0.5) { r.random_range(1..5000) } else { 0 };
+            let param = if r.random_bool(0.5) {
+                r.random_range(1..5000)
+            } else {
+                0
+            };
             self.pending.push(Hit {
                 t: t.min(JULY_2013_END - 1),
                 seq: self.seq,
@@ -300,7 +312,9 @@ impl Generator {
                         }
                         Source::External => {
                             let c = &m.counters[s.referrer as usize];
-                            out.extend_from_slice(&c.pages[(s.window_name as u32 as usize) % c.pages.len()].url)
+                            out.extend_from_slice(
+                                &c.pages[(s.window_name as u32 as usize) % c.pages.len()].url,
+                            )
                         }
                         Source::Ad => out.extend_from_slice(b"http://an.yandex.ru/count/"),
                     }
@@ -335,7 +349,9 @@ impl Generator {
                     "RefererCategoryID" => i16s(&mut |h| {
                         if h.hit_no > 0 { page(h).category } else { 0 }
                     }),
-                    "RefererRegionID" => i32s(&mut |h| if h.hit_no > 0 { counter(h).region } else { 0 }),
+                    "RefererRegionID" => {
+                        i32s(&mut |h| if h.hit_no > 0 { counter(h).region } else { 0 })
+                    }
                     "URLCategoryID" => i16s(&mut |h| page(h).category),
                     "URLRegionID" => i32s(&mut |h| counter(h).region),
                     "ResolutionWidth" => i16s(&mut |h| Model::resolution(u(h)).0),
@@ -343,16 +359,22 @@ impl Generator {
                     "ResolutionDepth" => i16s(&mut |h| u(h).res_depth),
                     "FlashMajor" => i16s(&mut |h| u(h).flash_major),
                     "FlashMinor" => i16s(&mut |h| u(h).flash_minor),
-                    "FlashMinor2" => texts(&mut |h, o| o.extend_from_slice(Model::flash_minor2(u(h)).as_bytes())),
+                    "FlashMinor2" => {
+                        texts(&mut |h, o| o.extend_from_slice(Model::flash_minor2(u(h)).as_bytes()))
+                    }
                     "NetMajor" => i16s(&mut |h| u(h).net_major),
                     "NetMinor" => i16s(&mut |h| u(h).net_minor),
                     "UserAgentMajor" => i16s(&mut |h| u(h).ua_major),
-                    "UserAgentMinor" => texts(&mut |h, o| o.extend_from_slice(Model::ua_minor(u(h)).as_bytes())),
+                    "UserAgentMinor" => {
+                        texts(&mut |h, o| o.extend_from_slice(Model::ua_minor(u(h)).as_bytes()))
+                    }
                     "CookieEnable" => i16s(&mut |h| u(h).cookie),
                     "JavascriptEnable" => i16s(&mut |h| u(h).javascript),
                     "IsMobile" => i16s(&mut |h| u(h).is_mobile),
                     "MobilePhone" => i16s(&mut |h| u(h).mobile_phone),
-                    "MobilePhoneModel" => texts(&mut |h, o| o.extend_from_slice(Model::mobile_model(u(h)).as_bytes())),
+                    "MobilePhoneModel" => {
+                        texts(&mut |h, o| o.extend_from_slice(Model::mobile_model(u(h)).as_bytes()))
+                    }
                     "Params" => texts(&mut |h, o| {
                         if h.param % 16 == 1 {
                             o.extend_from_slice(b"{\"ref\":");
@@ -370,7 +392,9 @@ impl Generator {
                     }),
                     "SearchEngineID" => i16s(&mut |h| {
                         if h.hit_no == 0 && h.session.source == Source::Search {
-                            2 + (m.phrases[h.session.referrer as usize].len() % 3 == 0) as i16
+                            2 + m.phrases[h.session.referrer as usize]
+                                .len()
+                                .is_multiple_of(3) as i16
                         } else {
                             0
                         }
@@ -381,7 +405,11 @@ impl Generator {
                         }
                     }),
                     "AdvEngineID" => i16s(&mut |h| {
-                        if h.session.source == Source::Ad { 2 + (h.session.utm % 3) as i16 } else { 0 }
+                        if h.session.source == Source::Ad {
+                            2 + (h.session.utm % 3) as i16
+                        } else {
+                            0
+                        }
                     }),
                     "IsArtifical" => i16s(&mut |_| 0),
                     "WindowClientWidth" => i16s(&mut |h| h.session.window.0),
@@ -392,7 +420,9 @@ impl Generator {
                     "SilverlightVersion2" => i16s(&mut |h| u(h).silverlight[1] as i16),
                     "SilverlightVersion3" => i32s(&mut |h| u(h).silverlight[2]),
                     "SilverlightVersion4" => i16s(&mut |h| u(h).silverlight[3] as i16),
-                    "PageCharset" => texts(&mut |h, o| o.extend_from_slice(Model::charset(counter(h)).as_bytes())),
+                    "PageCharset" => texts(&mut |h, o| {
+                        o.extend_from_slice(Model::charset(counter(h)).as_bytes())
+                    }),
                     "CodeVersion" => i32s(&mut |h| counter(h).code_version),
                     "IsLink" => i16s(&mut |h| (h.rand(3) % 50 == 0) as i16),
                     "IsDownload" => i16s(&mut |h| (h.rand(4) % 200 == 0) as i16),
@@ -416,22 +446,55 @@ impl Generator {
                     "Income" => i16s(&mut |h| u(h).income),
                     "Interests" => i16s(&mut |h| u(h).interests),
                     "Robotness" => i16s(&mut |h| u(h).robotness),
-                    "RemoteIP" => i32s(&mut |h| u(h).client_ip ^ (h.session.window_name & 0x7 * (h.session.window_name & 0x40 == 0) as i32)),
+                    "RemoteIP" => i32s(&mut |h| {
+                        // Mostly the client's address; sometimes a proxy's.
+                        if h.rand(40).is_multiple_of(10) {
+                            u(h).client_ip ^ (h.rand(41) & 0xff) as i32
+                        } else {
+                            u(h).client_ip
+                        }
+                    }),
                     "WindowName" => i32s(&mut |h| h.session.window_name),
-                    "OpenerName" => i32s(&mut |h| if h.hit_no == 0 && h.session.window_name % 11 == 0 { h.session.window_name / 3 } else { 0 }),
-                    "HistoryLength" => i16s(&mut |h| h.hit_no as i16 + (h.session.window_name as u32 % 4) as i16),
-                    "BrowserLanguage" => texts(&mut |h, o| o.extend_from_slice(Model::lang(u(h)).0.as_bytes())),
-                    "BrowserCountry" => texts(&mut |h, o| o.extend_from_slice(Model::lang(u(h)).1.as_bytes())),
-                    "SocialNetwork" | "SocialAction" | "SocialSourcePage" | "ParamOrderID"
-                    | "OpenstatServiceName" | "OpenstatCampaignID" | "OpenstatAdID"
-                    | "OpenstatSourceID" | "UTMContent" | "UTMTerm" | "FromTag" => {
-                        texts(&mut |_, _| {})
+                    "OpenerName" => i32s(&mut |h| {
+                        if h.hit_no == 0 && h.session.window_name % 11 == 0 {
+                            h.session.window_name / 3
+                        } else {
+                            0
+                        }
+                    }),
+                    "HistoryLength" => {
+                        i16s(&mut |h| h.hit_no as i16 + (h.session.window_name as u32 % 4) as i16)
                     }
+                    "BrowserLanguage" => {
+                        texts(&mut |h, o| o.extend_from_slice(Model::lang(u(h)).0.as_bytes()))
+                    }
+                    "BrowserCountry" => {
+                        texts(&mut |h, o| o.extend_from_slice(Model::lang(u(h)).1.as_bytes()))
+                    }
+                    "SocialNetwork"
+                    | "SocialAction"
+                    | "SocialSourcePage"
+                    | "ParamOrderID"
+                    | "OpenstatServiceName"
+                    | "OpenstatCampaignID"
+                    | "OpenstatAdID"
+                    | "OpenstatSourceID"
+                    | "UTMContent"
+                    | "UTMTerm"
+                    | "FromTag" => texts(&mut |_, _| {}),
                     "HTTPError" => i16s(&mut |h| if h.rand(10) % 500 == 0 { 404 } else { 0 }),
-                    "SendTiming" | "DNSTiming" | "ConnectTiming" | "ResponseStartTiming"
-                    | "ResponseEndTiming" | "FetchTiming" => i32s(&mut |h| {
+                    "SendTiming"
+                    | "DNSTiming"
+                    | "ConnectTiming"
+                    | "ResponseStartTiming"
+                    | "ResponseEndTiming"
+                    | "FetchTiming" => i32s(&mut |h| {
                         let x = h.rand(11 + name.len() as u64) as u32;
-                        if x % 3 == 0 { 0 } else { (x >> 20) as i32 % 2000 }
+                        if x.is_multiple_of(3) {
+                            0
+                        } else {
+                            (x >> 20) as i32 % 2000
+                        }
                     }),
                     "SocialSourceNetworkID" | "ParamCurrencyID" | "HasGCLID" => i16s(&mut |_| 0),
                     "ParamPrice" => i64s(&mut |_| 0),
@@ -440,8 +503,12 @@ impl Generator {
                             o.extend_from_slice(b"RUB")
                         }
                     }),
-                    "UTMSource" => texts(&mut |h, o| o.extend_from_slice(Model::utm(h.session.utm).0.as_bytes())),
-                    "UTMMedium" => texts(&mut |h, o| o.extend_from_slice(Model::utm(h.session.utm).1.as_bytes())),
+                    "UTMSource" => texts(&mut |h, o| {
+                        o.extend_from_slice(Model::utm(h.session.utm).0.as_bytes())
+                    }),
+                    "UTMMedium" => texts(&mut |h, o| {
+                        o.extend_from_slice(Model::utm(h.session.utm).1.as_bytes())
+                    }),
                     "UTMCampaign" => texts(&mut |h, o| {
                         if h.session.utm > 0 {
                             o.extend_from_slice(b"campaign_");
@@ -451,7 +518,11 @@ impl Generator {
                     "RefererHash" => i64s(&mut |h| {
                         url_buf.clear();
                         referer(h, &mut url_buf);
-                        if url_buf.is_empty() { 0 } else { hash64(&url_buf) }
+                        if url_buf.is_empty() {
+                            0
+                        } else {
+                            hash64(&url_buf)
+                        }
                     }),
                     "URLHash" => i64s(&mut |h| {
                         url_buf.clear();
@@ -463,7 +534,8 @@ impl Generator {
                 }
             })
             .collect();
-        RecordBatch::try_new(self.schema.clone(), columns).expect("generated columns match the schema")
+        RecordBatch::try_new(self.schema.clone(), columns)
+            .expect("generated columns match the schema")
     }
 }
 
@@ -494,11 +566,7 @@ fn push_int(out: &mut Vec<u8>, mut v: u64) {
     out.extend_from_slice(&buf[i..]);
 }
 
-fn text_array(
-    conv: Convention,
-    hits: &[Hit],
-    f: &mut dyn FnMut(&Hit, &mut Vec<u8>),
-) -> ArrayRef {
+fn text_array(conv: Convention, hits: &[Hit], f: &mut dyn FnMut(&Hit, &mut Vec<u8>)) -> ArrayRef {
     let mut values: Vec<u8> = Vec::with_capacity(hits.len() * 16);
     let mut offsets: Vec<i32> = Vec::with_capacity(hits.len() + 1);
     offsets.push(0);
@@ -511,7 +579,9 @@ fn text_array(
     match conv {
         Convention::Raw(Strings::Binary) => Arc::new(BinaryArray::new(offsets, values, None)),
         // Generated text is ASCII; try_new still checks it.
-        _ => Arc::new(StringArray::try_new(offsets, values, None).expect("generated text is UTF-8")),
+        _ => {
+            Arc::new(StringArray::try_new(offsets, values, None).expect("generated text is UTF-8"))
+        }
     }
 }
 

@@ -72,21 +72,48 @@ const SYLLABLES: [&str; 48] = [
 ];
 const WORDS: [&str; 64] = [
     "news", "auto", "sport", "video", "music", "games", "weather", "market", "forum", "photo",
-    "travel", "food", "health", "kino", "tv", "radio", "books", "job", "realty", "finance",
-    "tech", "mobile", "soft", "dating", "kids", "fashion", "home", "garden", "pets", "science",
-    "history", "art", "shop", "sale", "price", "catalog", "search", "mail", "maps", "blog",
-    "ru", "msk", "spb", "online", "free", "best", "top", "new", "city", "club", "info", "portal",
-    "world", "life", "style", "beauty", "cars", "moto", "bank", "credit", "loan", "hotel",
-    "tickets", "school",
+    "travel", "food", "health", "kino", "tv", "radio", "books", "job", "realty", "finance", "tech",
+    "mobile", "soft", "dating", "kids", "fashion", "home", "garden", "pets", "science", "history",
+    "art", "shop", "sale", "price", "catalog", "search", "mail", "maps", "blog", "ru", "msk",
+    "spb", "online", "free", "best", "top", "new", "city", "club", "info", "portal", "world",
+    "life", "style", "beauty", "cars", "moto", "bank", "credit", "loan", "hotel", "tickets",
+    "school",
 ];
 const SECTIONS: [&str; 16] = [
-    "news", "catalog", "item", "article", "forum/topic", "photo", "video", "search", "user",
-    "category", "tag", "page", "archive", "product", "blog/post", "static",
+    "news",
+    "catalog",
+    "item",
+    "article",
+    "forum/topic",
+    "photo",
+    "video",
+    "search",
+    "user",
+    "category",
+    "tag",
+    "page",
+    "archive",
+    "product",
+    "blog/post",
+    "static",
 ];
 const TLDS: [&str; 6] = ["ru", "ru", "ru", "com", "ua", "net"];
 const MOBILE_MODELS: [&str; 16] = [
-    "iPhone", "iPad", "GT-I9300", "GT-I9100", "GT-S5830", "Lumia 920", "HTC One", "Xperia Z",
-    "Nexus 4", "GT-N7100", "iPod", "Galaxy Nexus", "Optimus L7", "Desire HD", "Ascend G300",
+    "iPhone",
+    "iPad",
+    "GT-I9300",
+    "GT-I9100",
+    "GT-S5830",
+    "Lumia 920",
+    "HTC One",
+    "Xperia Z",
+    "Nexus 4",
+    "GT-N7100",
+    "iPod",
+    "Galaxy Nexus",
+    "Optimus L7",
+    "Desire HD",
+    "Ascend G300",
     "Lenovo A820",
 ];
 const LANGS: [(&str, &str, u32); 8] = [
@@ -99,7 +126,9 @@ const LANGS: [(&str, &str, u32); 8] = [
     ("de", "de", 3),
     ("en", "gb", 2),
 ];
-const UA_MINORS: [&str; 12] = ["0", "1", "5", "4", "2", "D0", "1f", "10", "22", "3", "69", "E8"];
+const UA_MINORS: [&str; 12] = [
+    "0", "1", "5", "4", "2", "D0", "1f", "10", "22", "3", "69", "E8",
+];
 const FLASH_MINOR2: [&str; 8] = ["", "", "", "", "152", "202", "238", "115"];
 const CHARSETS: [&str; 4] = ["utf-8", "windows-1251", "utf-8", "koi8-r"];
 const RESOLUTIONS: [(i16, i16, u32); 12] = [
@@ -117,10 +146,45 @@ const RESOLUTIONS: [(i16, i16, u32); 12] = [
     (360, 640, 2),
 ];
 const SEARCH_WORDS: [&str; 40] = [
-    "kupit", "skachat", "besplatno", "smotret", "online", "film", "serial", "pogoda", "moskva",
-    "avto", "otzyvy", "cena", "igry", "muzyka", "recept", "kak", "sdelat", "rabota", "kvartira",
-    "bilety", "novosti", "foto", "video", "iphone", "samsung", "telefon", "noutbuk", "kredit",
-    "bank", "karta", "spb", "2013", "torrent", "russkom", "yazyke", "mp3", "hd", "kupon", "vk",
+    "kupit",
+    "skachat",
+    "besplatno",
+    "smotret",
+    "online",
+    "film",
+    "serial",
+    "pogoda",
+    "moskva",
+    "avto",
+    "otzyvy",
+    "cena",
+    "igry",
+    "muzyka",
+    "recept",
+    "kak",
+    "sdelat",
+    "rabota",
+    "kvartira",
+    "bilety",
+    "novosti",
+    "foto",
+    "video",
+    "iphone",
+    "samsung",
+    "telefon",
+    "noutbuk",
+    "kredit",
+    "bank",
+    "karta",
+    "spb",
+    "2013",
+    "torrent",
+    "russkom",
+    "yazyke",
+    "mp3",
+    "hd",
+    "kupon",
+    "vk",
     "odnoklassniki",
 ];
 const UTM_SOURCES: [&str; 6] = ["yandex", "google", "direct", "vk", "begun", "email"];
@@ -238,16 +302,16 @@ impl Model {
         let phrases: Vec<Vec<u8>> = (0..4000)
             .map(|_| {
                 let n = r.random_range(1..=4);
-                let words: Vec<&str> =
-                    (0..n).map(|_| SEARCH_WORDS[r.random_range(0..SEARCH_WORDS.len())]).collect();
+                let words: Vec<&str> = (0..n)
+                    .map(|_| SEARCH_WORDS[r.random_range(0..SEARCH_WORDS.len())])
+                    .collect();
                 words.join(" ").into_bytes()
             })
             .collect();
         let search_referers = phrases
             .iter()
             .map(|p| {
-                let q: String =
-                    String::from_utf8_lossy(p).replace(' ', "+");
+                let q: String = String::from_utf8_lossy(p).replace(' ', "+");
                 if p.len() % 3 == 0 {
                     format!("http://www.google.ru/search?q={q}&ie=utf-8").into_bytes()
                 } else {
@@ -255,16 +319,53 @@ impl Model {
                 }
             })
             .collect();
-        let os = Cat::new(&[(2, 30), (56, 20), (10, 12), (44, 8), (3, 6), (7, 5), (34, 5), (118, 4), (121, 4), (66, 3), (0, 3)]);
-        let user_agent = Cat::new(&[(7, 28), (2, 20), (3, 14), (6, 10), (4, 8), (1, 6), (42, 5), (10, 4), (58, 3), (0, 2)]);
-        let region_pairs: Vec<(i32, u32)> = [213, 2, 225, 54, 47, 43, 65, 66, 35, 62, 193, 39, 56, 51, 172, 1, 11, 48, 10, 146]
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| (v, 400 / (i as u32 + 1)))
-            .chain((0..200).map(|i| (1000 + i * 37, 2)))
-            .collect();
-        let res = Cat::new(&RESOLUTIONS.iter().enumerate().map(|(i, r)| (i as i32, r.2)).collect::<Vec<_>>());
-        let lang = Cat::new(&LANGS.iter().enumerate().map(|(i, l)| (i as i32, l.2)).collect::<Vec<_>>());
+        let os = Cat::new(&[
+            (2, 30),
+            (56, 20),
+            (10, 12),
+            (44, 8),
+            (3, 6),
+            (7, 5),
+            (34, 5),
+            (118, 4),
+            (121, 4),
+            (66, 3),
+            (0, 3),
+        ]);
+        let user_agent = Cat::new(&[
+            (7, 28),
+            (2, 20),
+            (3, 14),
+            (6, 10),
+            (4, 8),
+            (1, 6),
+            (42, 5),
+            (10, 4),
+            (58, 3),
+            (0, 2),
+        ]);
+        let region_pairs: Vec<(i32, u32)> = [
+            213, 2, 225, 54, 47, 43, 65, 66, 35, 62, 193, 39, 56, 51, 172, 1, 11, 48, 10, 146,
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| (v, 400 / (i as u32 + 1)))
+        .chain((0..200).map(|i| (1000 + i * 37, 2)))
+        .collect();
+        let res = Cat::new(
+            &RESOLUTIONS
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (i as i32, r.2))
+                .collect::<Vec<_>>(),
+        );
+        let lang = Cat::new(
+            &LANGS
+                .iter()
+                .enumerate()
+                .map(|(i, l)| (i as i32, l.2))
+                .collect::<Vec<_>>(),
+        );
         Model {
             seed,
             counters,
@@ -298,7 +399,11 @@ impl Model {
         let client_ip = r.next_u32() as i32;
         User {
             user_id: (r.next_u64() >> 1) as i64,
-            funiq_id: if r.random_bool(0.3) { 0 } else { (r.next_u64() >> 1) as i64 },
+            funiq_id: if r.random_bool(0.3) {
+                0
+            } else {
+                (r.next_u64() >> 1) as i64
+            },
             home_counter: self.zipf_counter(&mut r),
             client_ip,
             region: self.region.sample(&mut r),
@@ -311,8 +416,16 @@ impl Model {
             lang: self.lang.sample(&mut r) as u8,
             is_mobile: is_mobile as i16,
             mobile_phone: if is_mobile { r.random_range(1..40) } else { 0 },
-            mobile_model: if is_mobile { r.random_range(1..=MOBILE_MODELS.len() as u8) } else { 0 },
-            flash_major: if r.random_bool(0.7) { r.random_range(9..12) } else { 0 },
+            mobile_model: if is_mobile {
+                r.random_range(1..=MOBILE_MODELS.len() as u8)
+            } else {
+                0
+            },
+            flash_major: if r.random_bool(0.7) {
+                r.random_range(9..12)
+            } else {
+                0
+            },
             flash_minor: r.random_range(0..10),
             flash_minor2: r.random_range(0..FLASH_MINOR2.len() as u8),
             net_major: r.random_range(0..5),
@@ -321,17 +434,38 @@ impl Model {
             cookie: r.random_bool(0.97) as i16,
             javascript: r.random_bool(0.98) as i16,
             silverlight: if r.random_bool(0.4) {
-                [5, r.random_range(0..2), r.random_range(10000..70000), r.random_range(0..2)]
+                [
+                    5,
+                    r.random_range(0..2),
+                    r.random_range(10000..70000),
+                    r.random_range(0..2),
+                ]
             } else {
                 [0; 4]
             },
-            tz: if r.random_bool(0.7) { 4 } else { r.random_range(-2..13) },
-            clock_skew: if r.random_bool(0.6) { 0 } else { r.random_range(-600..600) },
+            tz: if r.random_bool(0.7) {
+                4
+            } else {
+                r.random_range(-2..13)
+            },
+            clock_skew: if r.random_bool(0.6) {
+                0
+            } else {
+                r.random_range(-600..600)
+            },
             age: r.random_range(0..6),
             sex: r.random_range(0..3),
             income: r.random_range(0..5),
-            interests: if r.random_bool(0.5) { 0 } else { r.random_range(1..2048) },
-            robotness: if r.random_bool(0.95) { 0 } else { r.random_range(1..100) },
+            interests: if r.random_bool(0.5) {
+                0
+            } else {
+                r.random_range(1..2048)
+            },
+            robotness: if r.random_bool(0.95) {
+                0
+            } else {
+                r.random_range(1..100)
+            },
         }
     }
 
@@ -380,7 +514,9 @@ fn word(r: &mut Rand) -> &'static str {
 }
 
 fn name(r: &mut Rand, syllables: usize) -> String {
-    (0..syllables).map(|_| SYLLABLES[r.random_range(0..SYLLABLES.len())]).collect()
+    (0..syllables)
+        .map(|_| SYLLABLES[r.random_range(0..SYLLABLES.len())])
+        .collect()
 }
 
 fn build_counter(
@@ -393,7 +529,12 @@ fn build_counter(
     // Every site has its own domain, so a page belongs to one counter.
     let domain = loop {
         let syllables = r.random_range(1..4);
-        let d = format!("{}{}.{}", word(r), name(r, syllables), TLDS[r.random_range(0..TLDS.len())]);
+        let d = format!(
+            "{}{}.{}",
+            word(r),
+            name(r, syllables),
+            TLDS[r.random_range(0..TLDS.len())]
+        );
         if domains.insert(d.clone()) {
             break d;
         }
@@ -409,7 +550,12 @@ fn build_counter(
             let url = if p == 0 {
                 format!("http://{domain}/")
             } else {
-                format!("http://{domain}/{section}/{}-{}{}.html", word(r), name(r, 2), r.random_range(1..100_000))
+                format!(
+                    "http://{domain}/{section}/{}-{}{}.html",
+                    word(r),
+                    name(r, 2),
+                    r.random_range(1..100_000)
+                )
             };
             let title = if p == 0 {
                 site_title.clone()
@@ -429,7 +575,11 @@ fn build_counter(
         pages,
         counter_class: r.random_range(0..4),
         charset: r.random_range(0..CHARSETS.len() as u8),
-        code_version: if rank < 100 { 1 } else { r.random_range(0..700) },
+        code_version: if rank < 100 {
+            1
+        } else {
+            r.random_range(0..700)
+        },
         region: r.random_range(0..300),
         is_old: r.random_bool(0.3) as i16,
     }

@@ -68,7 +68,9 @@ pub const GEN_ROW_GROUP_ROWS: usize = 1 << 20;
 /// Writer properties of generated Parquet: zstd level 1, parquet-rs defaults otherwise.
 pub fn gen_writer_properties() -> WriterProperties {
     WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("valid level")))
+        .set_compression(Compression::ZSTD(
+            ZstdLevel::try_new(1).expect("valid level"),
+        ))
         .build()
 }
 
@@ -99,11 +101,16 @@ pub fn write_generated(
         match format {
             Format::Parquet => {
                 let out = BufWriter::with_capacity(1 << 20, file);
-                let mut w = ParallelWriter::try_new(out, schema, gen_writer_properties(), GEN_ROW_GROUP_ROWS)
-                    .map_err(|source| OutputError::Parquet {
-                        path: String::new(),
-                        source,
-                    })?;
+                let mut w = ParallelWriter::try_new(
+                    out,
+                    schema,
+                    gen_writer_properties(),
+                    GEN_ROW_GROUP_ROWS,
+                )
+                .map_err(|source| OutputError::Parquet {
+                    path: String::new(),
+                    source,
+                })?;
                 for b in rx {
                     rows += b.num_rows() as u64;
                     w.write(&b).map_err(|source| OutputError::Parquet {
@@ -150,11 +157,14 @@ pub fn write_generated(
         }
     }
     drop(tx);
-    let rows = writer.join().expect("writer thread panicked").map_err(|e| match e {
-        OutputError::Io { source, .. } => io(source),
-        OutputError::Parquet { source, .. } => pq(source),
-        other => other,
-    })?;
+    let rows = writer
+        .join()
+        .expect("writer thread panicked")
+        .map_err(|e| match e {
+            OutputError::Io { source, .. } => io(source),
+            OutputError::Parquet { source, .. } => pq(source),
+            other => other,
+        })?;
     progress(rows);
     let bytes = std::fs::metadata(path).map_err(io)?.len();
     Ok(Written { rows, bytes })

@@ -212,7 +212,11 @@ mod tests {
         let text = std::fs::read_to_string(path)
             .unwrap_or_else(|e| panic!("reference schema {path} not readable: {e}"));
         let raw = schema(Convention::Raw(Strings::Binary));
-        let rows: Vec<Vec<&str>> = text.lines().skip(1).map(|l| l.split('\t').collect()).collect();
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .skip(1)
+            .map(|l| l.split('\t').collect())
+            .collect();
         assert_eq!(rows.len(), 105);
         for (i, row) in rows.iter().enumerate() {
             let field = raw.field(i);
@@ -239,11 +243,23 @@ mod tests {
             typed.field_with_name("EventTime").unwrap().data_type(),
             &DataType::Timestamp(TimeUnit::Second, None)
         );
-        assert_eq!(typed.field_with_name("EventDate").unwrap().data_type(), &DataType::Date32);
-        assert_eq!(typed.field_with_name("URL").unwrap().data_type(), &DataType::Utf8);
+        assert_eq!(
+            typed.field_with_name("EventDate").unwrap().data_type(),
+            &DataType::Date32
+        );
+        assert_eq!(
+            typed.field_with_name("URL").unwrap().data_type(),
+            &DataType::Utf8
+        );
         let raw = schema(Convention::Raw(Strings::Utf8));
-        assert_eq!(raw.field_with_name("URL").unwrap().data_type(), &DataType::Utf8);
-        assert_eq!(raw.field_with_name("EventDate").unwrap().data_type(), &DataType::UInt16);
+        assert_eq!(
+            raw.field_with_name("URL").unwrap().data_type(),
+            &DataType::Utf8
+        );
+        assert_eq!(
+            raw.field_with_name("EventDate").unwrap().data_type(),
+            &DataType::UInt16
+        );
         assert_eq!(index_of("CounterID"), Some(6));
         let text = COLUMNS.iter().filter(|(_, k)| *k == Text).count();
         assert_eq!(text, 28);

@@ -105,9 +105,15 @@ fn typed_columns(batch: &RecordBatch) -> Vec<(Col<'_>, Option<&arrow::buffer::Nu
                 (Kind::SmallInt, _) => Col::I16(col.as_primitive::<Int16Type>().values()),
                 (Kind::Int, _) => Col::I32(col.as_primitive::<Int32Type>().values()),
                 (Kind::BigInt, _) => Col::I64(col.as_primitive::<Int64Type>().values()),
-                (Kind::DateTime, DataType::Int64) => Col::Seconds(col.as_primitive::<Int64Type>().values()),
-                (Kind::DateTime, _) => Col::Seconds(col.as_primitive::<TimestampSecondType>().values()),
-                (Kind::Date, DataType::UInt16) => Col::DaysU16(col.as_primitive::<UInt16Type>().values()),
+                (Kind::DateTime, DataType::Int64) => {
+                    Col::Seconds(col.as_primitive::<Int64Type>().values())
+                }
+                (Kind::DateTime, _) => {
+                    Col::Seconds(col.as_primitive::<TimestampSecondType>().values())
+                }
+                (Kind::Date, DataType::UInt16) => {
+                    Col::DaysU16(col.as_primitive::<UInt16Type>().values())
+                }
                 (Kind::Date, _) => Col::Days32(col.as_primitive::<Date32Type>().values()),
                 (Kind::Text, DataType::Binary) => Col::Bin(col.as_binary::<i32>()),
                 (Kind::Text, _) => Col::Str(col.as_string::<i32>()),
@@ -117,7 +123,11 @@ fn typed_columns(batch: &RecordBatch) -> Vec<(Col<'_>, Option<&arrow::buffer::Nu
         .collect()
 }
 
-fn write_rows(out: &mut Vec<u8>, cols: &[(Col<'_>, Option<&arrow::buffer::NullBuffer>)], rows: std::ops::Range<usize>) {
+fn write_rows(
+    out: &mut Vec<u8>,
+    cols: &[(Col<'_>, Option<&arrow::buffer::NullBuffer>)],
+    rows: std::ops::Range<usize>,
+) {
     let mut ints = itoa::Buffer::new();
     for row in rows {
         for (i, (col, nulls)) in cols.iter().enumerate() {
@@ -155,10 +165,13 @@ pub fn format_batch(parts: &mut Vec<Vec<u8>>, batch: &RecordBatch) {
     let n = batch.num_rows();
     let chunks = n.div_ceil(CHUNK_ROWS);
     parts.resize_with(chunks.max(parts.len()), Vec::new);
-    parts[..chunks].par_iter_mut().enumerate().for_each(|(c, buf)| {
-        buf.clear();
-        write_rows(buf, &cols, c * CHUNK_ROWS..((c + 1) * CHUNK_ROWS).min(n));
-    });
+    parts[..chunks]
+        .par_iter_mut()
+        .enumerate()
+        .for_each(|(c, buf)| {
+            buf.clear();
+            write_rows(buf, &cols, c * CHUNK_ROWS..((c + 1) * CHUNK_ROWS).min(n));
+        });
     parts.truncate(chunks);
 }
 
@@ -172,7 +185,10 @@ pub fn write_batch(out: &mut Vec<u8>, batch: &RecordBatch) {
 }
 
 /// Writes batches as TSV to a writer.
-pub fn write_all<W: Write>(w: &mut W, batches: impl IntoIterator<Item = RecordBatch>) -> std::io::Result<u64> {
+pub fn write_all<W: Write>(
+    w: &mut W,
+    batches: impl IntoIterator<Item = RecordBatch>,
+) -> std::io::Result<u64> {
     let mut buf = Vec::with_capacity(1 << 20);
     let mut rows = 0;
     for b in batches {

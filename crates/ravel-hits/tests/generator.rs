@@ -5,7 +5,9 @@ use std::collections::{HashMap, HashSet};
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::compute::concat_batches;
-use arrow::datatypes::{DataType, Date32Type, Int16Type, Int32Type, Int64Type, TimestampSecondType, UInt16Type};
+use arrow::datatypes::{
+    DataType, Date32Type, Int16Type, Int32Type, Int64Type, TimestampSecondType, UInt16Type,
+};
 use ravel_hits::{
     COUNTER_62, Convention, GenOptions, JULY_2013_END, JULY_2013_START, Strings, generate,
 };
@@ -24,10 +26,30 @@ fn i64s(b: &RecordBatch, name: &str) -> Vec<i64> {
     let c = b.column_by_name(name).unwrap();
     match c.data_type() {
         DataType::Int64 => c.as_primitive::<Int64Type>().values().to_vec(),
-        DataType::Int32 => c.as_primitive::<Int32Type>().values().iter().map(|&v| v as i64).collect(),
-        DataType::Int16 => c.as_primitive::<Int16Type>().values().iter().map(|&v| v as i64).collect(),
-        DataType::UInt16 => c.as_primitive::<UInt16Type>().values().iter().map(|&v| v as i64).collect(),
-        DataType::Date32 => c.as_primitive::<Date32Type>().values().iter().map(|&v| v as i64).collect(),
+        DataType::Int32 => c
+            .as_primitive::<Int32Type>()
+            .values()
+            .iter()
+            .map(|&v| v as i64)
+            .collect(),
+        DataType::Int16 => c
+            .as_primitive::<Int16Type>()
+            .values()
+            .iter()
+            .map(|&v| v as i64)
+            .collect(),
+        DataType::UInt16 => c
+            .as_primitive::<UInt16Type>()
+            .values()
+            .iter()
+            .map(|&v| v as i64)
+            .collect(),
+        DataType::Date32 => c
+            .as_primitive::<Date32Type>()
+            .values()
+            .iter()
+            .map(|&v| v as i64)
+            .collect(),
         DataType::Timestamp(..) => c.as_primitive::<TimestampSecondType>().values().to_vec(),
         other => panic!("{name}: {other}"),
     }
@@ -36,8 +58,16 @@ fn i64s(b: &RecordBatch, name: &str) -> Vec<i64> {
 fn strs(b: &RecordBatch, name: &str) -> Vec<Vec<u8>> {
     let c = b.column_by_name(name).unwrap();
     match c.data_type() {
-        DataType::Binary => c.as_binary::<i32>().iter().map(|v| v.unwrap().to_vec()).collect(),
-        _ => c.as_string::<i32>().iter().map(|v| v.unwrap().as_bytes().to_vec()).collect(),
+        DataType::Binary => c
+            .as_binary::<i32>()
+            .iter()
+            .map(|v| v.unwrap().to_vec())
+            .collect(),
+        _ => c
+            .as_string::<i32>()
+            .iter()
+            .map(|v| v.unwrap().as_bytes().to_vec())
+            .collect(),
     }
 }
 
@@ -54,15 +84,28 @@ fn deterministic_for_a_seed_and_independent_of_batch_size() {
 
 #[test]
 fn exact_row_counts_and_batch_sizes() {
-    for (rows, batch) in [(0u64, 10usize), (1, 10), (7, 3), (12_345, 1000), (30_000, 65_536)] {
+    for (rows, batch) in [
+        (0u64, 10usize),
+        (1, 10),
+        (7, 3),
+        (12_345, 1000),
+        (30_000, 65_536),
+    ] {
         let (_, batches) = generate(GenOptions {
             rows,
             seed: 1,
             convention: Convention::default(),
             batch_rows: batch,
         });
-        assert_eq!(batches.iter().map(|b| b.num_rows() as u64).sum::<u64>(), rows);
-        assert!(batches.iter().all(|b| b.num_rows() <= batch && b.num_rows() > 0));
+        assert_eq!(
+            batches.iter().map(|b| b.num_rows() as u64).sum::<u64>(),
+            rows
+        );
+        assert!(
+            batches
+                .iter()
+                .all(|b| b.num_rows() <= batch && b.num_rows() > 0)
+        );
         assert!(batches.iter().rev().skip(1).all(|b| b.num_rows() == batch));
     }
 }
@@ -72,9 +115,21 @@ fn conventions_hold_the_same_values() {
     let raw = make(5_000, 3, Convention::Raw(Strings::Binary), 1024);
     let utf8 = make(5_000, 3, Convention::Raw(Strings::Utf8), 1024);
     let typed = make(5_000, 3, Convention::Typed, 1024);
-    assert_eq!(raw.schema().field_with_name("URL").unwrap().data_type(), &DataType::Binary);
-    assert_eq!(utf8.schema().field_with_name("URL").unwrap().data_type(), &DataType::Utf8);
-    for col in ["EventTime", "EventDate", "ClientEventTime", "LocalEventTime", "UserID"] {
+    assert_eq!(
+        raw.schema().field_with_name("URL").unwrap().data_type(),
+        &DataType::Binary
+    );
+    assert_eq!(
+        utf8.schema().field_with_name("URL").unwrap().data_type(),
+        &DataType::Utf8
+    );
+    for col in [
+        "EventTime",
+        "EventDate",
+        "ClientEventTime",
+        "LocalEventTime",
+        "UserID",
+    ] {
         assert_eq!(i64s(&raw, col), i64s(&typed, col), "{col}");
     }
     for col in ["URL", "Title", "SearchPhrase", "Referer"] {
@@ -93,10 +148,24 @@ fn hits_structure() {
     let user = i64s(&b, "UserID");
 
     // Arrival order, inside July 2013, EventDate agreeing with EventTime.
-    assert!(time.windows(2).all(|w| w[0] <= w[1]), "rows are in EventTime order");
-    assert!(time.iter().all(|&t| (JULY_2013_START..JULY_2013_END).contains(&t)));
-    assert!(time.iter().zip(&date).all(|(t, d)| t.div_euclid(86_400) == *d));
-    assert_eq!(date.iter().collect::<HashSet<_>>().len(), 31, "every day of July");
+    assert!(
+        time.windows(2).all(|w| w[0] <= w[1]),
+        "rows are in EventTime order"
+    );
+    assert!(
+        time.iter()
+            .all(|&t| (JULY_2013_START..JULY_2013_END).contains(&t))
+    );
+    assert!(
+        time.iter()
+            .zip(&date)
+            .all(|(t, d)| t.div_euclid(86_400) == *d)
+    );
+    assert_eq!(
+        date.iter().collect::<HashSet<_>>().len(),
+        31,
+        "every day of July"
+    );
 
     // Zipf-skewed counters: thousands of them, counter 62 among the three heaviest.
     let mut per_counter: HashMap<i64, usize> = HashMap::new();
@@ -106,8 +175,16 @@ fn hits_structure() {
     assert!(per_counter.len() >= 1_500, "{} counters", per_counter.len());
     let mut counts: Vec<(usize, i64)> = per_counter.iter().map(|(&c, &k)| (k, c)).collect();
     counts.sort_unstable_by(|a, b| b.cmp(a));
-    assert!(counts[..3].iter().any(|&(_, c)| c == COUNTER_62 as i64), "{:?}", &counts[..5]);
-    assert!(counts[0].0 > 100 * counts[counts.len() / 2].0, "skewed: {:?} vs median", counts[0]);
+    assert!(
+        counts[..3].iter().any(|&(_, c)| c == COUNTER_62 as i64),
+        "{:?}",
+        &counts[..5]
+    );
+    assert!(
+        counts[0].0 > 100 * counts[counts.len() / 2].0,
+        "skewed: {:?} vs median",
+        counts[0]
+    );
 
     // A daily cycle: the busiest hours carry well over twice the quietest.
     let mut by_hour = [0usize; 24];
@@ -118,23 +195,41 @@ fn hits_structure() {
     assert!(*hi > 2 * lo, "{by_hour:?}");
 
     // Users keep their attributes across all their events.
-    let attrs = ["OS", "UserAgent", "ResolutionWidth", "RegionID", "ClientIP", "IsMobile", "Age"];
+    let attrs = [
+        "OS",
+        "UserAgent",
+        "ResolutionWidth",
+        "RegionID",
+        "ClientIP",
+        "IsMobile",
+        "Age",
+    ];
     let cols: Vec<Vec<i64>> = attrs.iter().map(|a| i64s(&b, a)).collect();
     let lang = strs(&b, "BrowserLanguage");
     let model = strs(&b, "MobilePhoneModel");
-    let mut seen: HashMap<i64, (Vec<i64>, Vec<u8>, Vec<u8>)> = HashMap::new();
+    type Attributes = (Vec<i64>, Vec<u8>, Vec<u8>);
+    let mut seen: HashMap<i64, Attributes> = HashMap::new();
     for r in 0..n {
-        let v = (cols.iter().map(|c| c[r]).collect(), lang[r].clone(), model[r].clone());
+        let v = (
+            cols.iter().map(|c| c[r]).collect(),
+            lang[r].clone(),
+            model[r].clone(),
+        );
         let prev = seen.entry(user[r]).or_insert_with(|| v.clone());
         assert_eq!(*prev, v, "user {} changed attributes at row {r}", user[r]);
     }
     // ... and come back: most rows belong to users with several events on one counter and day.
     let mut per_user_day: HashMap<(i64, i64, i64), usize> = HashMap::new();
     for r in 0..n {
-        *per_user_day.entry((user[r], counter[r], date[r])).or_default() += 1;
+        *per_user_day
+            .entry((user[r], counter[r], date[r]))
+            .or_default() += 1;
     }
     let in_sessions: usize = per_user_day.values().filter(|&&k| k > 1).sum();
-    assert!(in_sessions as f64 > 0.6 * n as f64, "{in_sessions} of {n} rows in multi-hit sessions");
+    assert!(
+        in_sessions as f64 > 0.6 * n as f64,
+        "{in_sessions} of {n} rows in multi-hit sessions"
+    );
 
     // URLs and titles come from per-counter page sets: a page belongs to one counter.
     let url = strs(&b, "URL");
@@ -146,7 +241,10 @@ fn hits_structure() {
         assert!(!title[r].is_empty());
     }
     let distinct_urls = url.iter().collect::<HashSet<_>>().len();
-    assert!(distinct_urls > n / 20 && distinct_urls < n, "{distinct_urls} distinct URLs");
+    assert!(
+        distinct_urls > n / 20 && distinct_urls < n,
+        "{distinct_urls} distinct URLs"
+    );
     // Referers inside a session are the previous page of the same site.
     let referer = strs(&b, "Referer");
     let internal = referer.iter().filter(|r| !r.is_empty()).count();
@@ -155,7 +253,10 @@ fn hits_structure() {
     // SearchPhrase mostly empty.
     let phrases = strs(&b, "SearchPhrase");
     let non_empty = phrases.iter().filter(|p| !p.is_empty()).count();
-    assert!(non_empty > n / 100 && non_empty < n / 5, "{non_empty} search phrases of {n}");
+    assert!(
+        non_empty > n / 100 && non_empty < n / 5,
+        "{non_empty} search phrases of {n}"
+    );
 
     // Hashes follow their strings.
     let url_hash = i64s(&b, "URLHash");

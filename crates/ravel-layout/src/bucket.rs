@@ -7,7 +7,13 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::LayoutError;
 
-const UNITS: [(char, u64); 5] = [('w', 604_800), ('d', 86_400), ('h', 3_600), ('m', 60), ('s', 1)];
+const UNITS: [(char, u64); 5] = [
+    ('w', 604_800),
+    ('d', 86_400),
+    ('h', 3_600),
+    ('m', 60),
+    ('s', 1),
+];
 
 /// A positive whole number of seconds, written as `1d`, `6h`, `1h30m`, `15s`, `2w`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -142,7 +148,18 @@ mod tests {
 
     #[test]
     fn refuses_zero_negative_and_garbage() {
-        for text in ["0s", "0d", "-1d", "", "1", "d", "1y", "1.5h", "99999999999999999999s", "101000d"] {
+        for text in [
+            "0s",
+            "0d",
+            "-1d",
+            "",
+            "1",
+            "d",
+            "1y",
+            "1.5h",
+            "99999999999999999999s",
+            "101000d",
+        ] {
             let err = text.parse::<BucketWidth>().unwrap_err();
             assert!(
                 matches!(err, LayoutError::BadBucketWidth { .. }),

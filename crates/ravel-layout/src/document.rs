@@ -140,7 +140,11 @@ pub fn is_orderable(dt: &DataType) -> bool {
 
 /// True for the types a time column may have: timestamps, dates, integers of unix seconds.
 pub fn is_time_type(dt: &DataType) -> bool {
-    dt.is_integer() || matches!(dt, DataType::Timestamp(_, _) | DataType::Date32 | DataType::Date64)
+    dt.is_integer()
+        || matches!(
+            dt,
+            DataType::Timestamp(_, _) | DataType::Date32 | DataType::Date64
+        )
 }
 
 impl Default for Layout {
@@ -229,14 +233,14 @@ impl Layout {
         }
         let roles = self.sort_columns();
         for (i, (role_a, a)) in roles.iter().enumerate() {
-            if let Some((role_b, _)) = roles[i + 1..].iter().find(|(_, b)| b == a) {
-                if role_a != role_b {
-                    return Err(LayoutError::RoleClash {
-                        column: a.to_string(),
-                        first: role_a,
-                        second: role_b,
-                    });
-                }
+            if let Some((role_b, _)) = roles[i + 1..].iter().find(|(_, b)| b == a)
+                && role_a != role_b
+            {
+                return Err(LayoutError::RoleClash {
+                    column: a.to_string(),
+                    first: role_a,
+                    second: role_b,
+                });
             }
         }
         if !(self.bloom.fpp > 0.0 && self.bloom.fpp < 1.0) {
@@ -249,7 +253,9 @@ impl Layout {
             let mut seen = HashSet::new();
             for c in cols {
                 if c.is_empty() {
-                    return Err(LayoutError::EmptyColumnName { role: "Bloom scope" });
+                    return Err(LayoutError::EmptyColumnName {
+                        role: "Bloom scope",
+                    });
                 }
                 if !seen.insert(c.as_str()) {
                     return Err(LayoutError::DuplicateColumn {
@@ -262,43 +268,74 @@ impl Layout {
         Ok(())
     }
 
-    /// [`Layout::validate`], then checks the columns against the table's schema: every named
-    /// column exists, sort columns have an order, the time column is temporal or an integer.
+    /// [`Layout::validate`], then checks the columns the layout uses against the table's
+    /// schema: with a clustering key, the stream, key and time columns must exist, the sort
+    /// columns must have an order and the time column must be temporal or an integer; Bloom
+    /// scope columns must exist. Without a clustering key rows keep arrival order, so the stream
+    /// and time columns are not in use and not checked here (see [`Layout::check_column`]).
     pub fn validate_for(&self, schema: &Schema) -> Result<(), LayoutError> {
         self.validate()?;
-        let lookup = |role: &'static str, column: &str| {
-            schema
-                .field_with_name(column)
-                .map_err(|_| LayoutError::UnknownColumn {
-                    column: column.to_string(),
-                    role,
-                    available: column_list(schema),
-                })
-        };
-        for (role, column) in self.sort_columns() {
-            let field = lookup(role, column)?;
-            if role == "time" {
-                if !is_time_type(field.data_type()) {
-                    return Err(LayoutError::BadTimeColumn {
-                        column: column.to_string(),
-                        data_type: field.data_type().clone(),
-                    });
-                }
-            } else if !is_orderable(field.data_type()) {
-                return Err(LayoutError::Unorderable {
-                    column: column.to_string(),
-                    role,
-                    data_type: field.data_type().clone(),
-                });
+        if self.clustering_key.is_some() {
+            for (role, column) in self.sort_columns() {
+                check_column(role, column, schema)?;
             }
         }
         if let BloomScope::Columns(cols) = &self.bloom.scope {
             for c in cols {
-                lookup("Bloom scope", c)?;
+                find(schema, "Bloom scope", c)?;
             }
         }
         Ok(())
     }
+
+    /// [`Layout::validate_for`], and also checks the stream and time columns where they differ
+    /// from `base`: a column the user names is checked even while no clustering key uses it.
+    pub fn validate_change_for(&self, base: &Layout, schema: &Schema) -> Result<(), LayoutError> {
+        self.validate_for(schema)?;
+        if let Some(stream) = &self.stream
+            && base.stream.as_ref() != Some(stream)
+        {
+            check_column("stream", stream, schema)?;
+        }
+        if self.time != base.time {
+            check_column("time", &self.time, schema)?;
+        }
+        Ok(())
+    }
+}
+
+fn find<'a>(
+    schema: &'a Schema,
+    role: &'static str,
+    column: &str,
+) -> Result<&'a arrow::datatypes::Field, LayoutError> {
+    schema
+        .field_with_name(column)
+        .map_err(|_| LayoutError::UnknownColumn {
+            column: column.to_string(),
+            role,
+            available: column_list(schema),
+        })
+}
+
+/// Checks one sort column of a role ("stream", "clustering key", "time") against a schema.
+pub fn check_column(role: &'static str, column: &str, schema: &Schema) -> Result<(), LayoutError> {
+    let field = find(schema, role, column)?;
+    if role == "time" {
+        if !is_time_type(field.data_type()) {
+            return Err(LayoutError::BadTimeColumn {
+                column: column.to_string(),
+                data_type: field.data_type().clone(),
+            });
+        }
+    } else if !is_orderable(field.data_type()) {
+        return Err(LayoutError::Unorderable {
+            column: column.to_string(),
+            role,
+            data_type: field.data_type().clone(),
+        });
+    }
+    Ok(())
 }
 
 fn column_list(schema: &Schema) -> String {
@@ -320,7 +357,11 @@ mod tests {
     fn flights() -> Schema {
         Schema::new(vec![
             Field::new("carrier", DataType::Utf8, true),
-            Field::new("time_hour", DataType::Timestamp(TimeUnit::Second, None), true),
+            Field::new(
+                "time_hour",
+                DataType::Timestamp(TimeUnit::Second, None),
+                true,
+            ),
             Field::new("origin", DataType::Utf8, true),
             Field::new("dest", DataType::Utf8, true),
             Field::new("dep_delay", DataType::Float64, true),
@@ -379,7 +420,11 @@ mod tests {
         assert!(matches!(l.validate(), Err(LayoutError::KeyColumnCount(5))));
         l.clustering_key.as_mut().unwrap().columns = vec!["origin".into(), "origin".into()];
         let err = l.validate().unwrap_err();
-        assert!(err.to_string().contains("\"origin\" is named more than once"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("\"origin\" is named more than once"),
+            "{err}"
+        );
 
         let mut l = flights_layout();
         l.clustering_key.as_mut().unwrap().columns = vec!["carrier".into()];
@@ -402,7 +447,10 @@ mod tests {
         let err = l.validate_for(&schema).unwrap_err();
         let msg = err.to_string();
         assert!(matches!(err, LayoutError::UnknownColumn { .. }));
-        assert!(msg.contains("\"nope\"") && msg.contains("carrier, time_hour"), "{msg}");
+        assert!(
+            msg.contains("\"nope\"") && msg.contains("carrier, time_hour"),
+            "{msg}"
+        );
 
         let mut l = flights_layout();
         l.clustering_key.as_mut().unwrap().columns = vec!["legs".into()];
@@ -429,7 +477,10 @@ mod tests {
         let mut l = flights_layout();
         l.bloom.scope = "origin,missing".parse().unwrap();
         let err = l.validate_for(&schema).unwrap_err();
-        assert!(err.to_string().contains("Bloom scope column \"missing\""), "{err}");
+        assert!(
+            err.to_string().contains("Bloom scope column \"missing\""),
+            "{err}"
+        );
     }
 
     #[test]

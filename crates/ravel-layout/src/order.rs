@@ -10,14 +10,16 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, Int64Array, PrimitiveArray, RecordBatch, UInt32Array, UInt64Array};
+use arrow::array::{
+    Array, ArrayRef, AsArray, Int64Array, PrimitiveArray, RecordBatch, UInt32Array, UInt64Array,
+};
+use arrow::compute::SortOptions;
 use arrow::datatypes::{
     ArrowPrimitiveType, DataType, Date32Type, Date64Type, Int8Type, Int16Type, Int32Type,
     Int64Type, Schema, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
     TimestampNanosecondType, TimestampSecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
 };
 use arrow_row::{RowConverter, Rows, SortField};
-use arrow::compute::SortOptions;
 use rayon::prelude::*;
 
 use crate::{Layout, LayoutError};
@@ -41,11 +43,14 @@ const ASC_NULLS_FIRST: SortOptions = SortOptions {
 impl ClusteringOrder {
     /// Resolves the layout's order against a schema. `Ok(None)` when the layout has no
     /// clustering key (the table keeps arrival order).
-    pub fn try_new(layout: &Layout, schema: &Schema) -> Result<Option<ClusteringOrder>, LayoutError> {
-        layout.validate_for(schema)?;
+    pub fn try_new(
+        layout: &Layout,
+        schema: &Schema,
+    ) -> Result<Option<ClusteringOrder>, LayoutError> {
         let Some(key) = &layout.clustering_key else {
             return Ok(None);
         };
+        layout.validate_for(schema)?;
         let index = |name: &str| schema.index_of(name).expect("validated");
         let stream = layout.stream.as_deref().map(index);
         let time = index(&layout.time);
@@ -57,7 +62,9 @@ impl ClusteringOrder {
             DataType::Int64
         };
         let mut fields = Vec::new();
-        let field = |i: usize| SortField::new_with_options(schema.field(i).data_type().clone(), ASC_NULLS_FIRST);
+        let field = |i: usize| {
+            SortField::new_with_options(schema.field(i).data_type().clone(), ASC_NULLS_FIRST)
+        };
         if let Some(s) = stream {
             fields.push(field(s));
         }
@@ -79,7 +86,10 @@ impl ClusteringOrder {
         if let Some(s) = self.stream {
             cols.push(batch.column(s).clone());
         }
-        cols.push(time_bucket(batch.column(self.time).as_ref(), self.bucket_seconds)?);
+        cols.push(time_bucket(
+            batch.column(self.time).as_ref(),
+            self.bucket_seconds,
+        )?);
         cols.extend(self.keys.iter().map(|&k| batch.column(k).clone()));
         cols.push(batch.column(self.time).clone());
         Ok(cols)
@@ -111,7 +121,10 @@ impl ClusteringOrder {
 
 /// The permutation that puts `batch` in the layout's clustering order; the identity when the
 /// layout has no clustering key.
-pub fn clustering_permutation(layout: &Layout, batch: &RecordBatch) -> Result<UInt32Array, LayoutError> {
+pub fn clustering_permutation(
+    layout: &Layout,
+    batch: &RecordBatch,
+) -> Result<UInt32Array, LayoutError> {
     match ClusteringOrder::try_new(layout, batch.schema_ref())? {
         Some(order) => order.permutation(batch),
         None => Ok(UInt32Array::from_iter_values(0..batch.num_rows() as u32)),

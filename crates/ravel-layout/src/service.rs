@@ -57,7 +57,13 @@ impl LayoutStore {
             .await?;
         Ok(listed
             .iter()
-            .filter_map(|m| m.location.filename()?.strip_suffix(".json")?.parse::<u64>().ok())
+            .filter_map(|m| {
+                m.location
+                    .filename()?
+                    .strip_suffix(".json")?
+                    .parse::<u64>()
+                    .ok()
+            })
             .max())
     }
 
@@ -92,10 +98,11 @@ impl LayoutStore {
         match self.store.get(&path).await {
             Ok(r) => {
                 let bytes = r.bytes().await?;
-                let schema = serde_json::from_slice(&bytes).map_err(|source| LayoutError::Json {
-                    path: path.to_string(),
-                    source,
-                })?;
+                let schema =
+                    serde_json::from_slice(&bytes).map_err(|source| LayoutError::Json {
+                        path: path.to_string(),
+                        source,
+                    })?;
                 Ok(Some(schema))
             }
             Err(object_store::Error::NotFound { .. }) => Ok(None),
@@ -152,11 +159,15 @@ impl LayoutStore {
 
     /// Stores `next` as the generation after `base`, if `base` is still the newest; otherwise
     /// [`LayoutError::Conflict`].
-    pub async fn update_from(&self, base: &Layout, mut next: Layout) -> Result<Updated, LayoutError> {
+    pub async fn update_from(
+        &self,
+        base: &Layout,
+        mut next: Layout,
+    ) -> Result<Updated, LayoutError> {
         next.format = LAYOUT_FORMAT;
         next.generation = base.generation;
         match self.schema().await? {
-            Some(schema) => next.validate_for(&schema)?,
+            Some(schema) => next.validate_change_for(base, &schema)?,
             None => next.validate()?,
         }
         if next.same_settings(base) {
@@ -170,19 +181,24 @@ impl LayoutStore {
         let json = serde_json::to_vec_pretty(&next).expect("a layout serializes");
         match self
             .store
-            .put_opts(&path, PutPayload::from(json), PutOptions::from(PutMode::Create))
+            .put_opts(
+                &path,
+                PutPayload::from(json),
+                PutOptions::from(PutMode::Create),
+            )
             .await
         {
             Ok(_) => Ok(Updated {
                 layout: next,
                 changed: true,
             }),
-            Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
-                Err(LayoutError::Conflict {
-                    table: self.table.name().into(),
-                    generation: next.generation,
-                })
-            }
+            Err(
+                object_store::Error::AlreadyExists { .. }
+                | object_store::Error::Precondition { .. },
+            ) => Err(LayoutError::Conflict {
+                table: self.table.name().into(),
+                generation: next.generation,
+            }),
             Err(e) => Err(e.into()),
         }
     }

@@ -64,7 +64,11 @@ fn naive_bucket(dt: &DataType, time: &Cell, width: u64) -> Cell {
         _ => v * 1_000_000_000,
     };
     let w = width as i128 * 1_000_000_000;
-    let q = if ns >= 0 { ns / w } else { -((-ns + w - 1) / w) };
+    let q = if ns >= 0 {
+        ns / w
+    } else {
+        -((-ns + w - 1) / w)
+    };
     Cell::Int(q)
 }
 
@@ -126,14 +130,28 @@ fn sorts_hits_like_rows_and_keeps_ties_in_input_order() {
         schema,
         vec![
             Arc::new(Int32Array::from(vec![62, 1, 62, 62, 1, 62])),
-            Arc::new(Int64Array::from(vec![t0 + day + 5, t0, t0 + 10, t0 + 10, t0, t0 + 3])),
-            Arc::new(UInt16Array::from(vec![15888, 15887, 15887, 15887, 15887, 15887])),
+            Arc::new(Int64Array::from(vec![
+                t0 + day + 5,
+                t0,
+                t0 + 10,
+                t0 + 10,
+                t0,
+                t0 + 3,
+            ])),
+            Arc::new(UInt16Array::from(vec![
+                15888, 15887, 15887, 15887, 15887, 15887,
+            ])),
             Arc::new(Int64Array::from(vec![7, 9, 5, 5, 9, 8])),
             Arc::new(StringArray::from(vec!["a", "b", "c", "d", "e", "f"])),
         ],
     )
     .unwrap();
-    let l = layout(Some("CounterID"), "EventTime", &["EventDate", "UserID"], "1d");
+    let l = layout(
+        Some("CounterID"),
+        "EventTime",
+        &["EventDate", "UserID"],
+        "1d",
+    );
     let p = clustering_permutation(&l, &batch).unwrap();
     // counter 1 first (b, e: a tie on the whole key, input order kept), then counter 62 on day 0
     // by user (5: c, d tie; 8: f), then day 1 (a).
@@ -151,15 +169,27 @@ fn buckets_floor_before_1970_and_nulls_sort_first() {
     let batch = RecordBatch::try_new(
         schema,
         vec![
-            Arc::new(StringArray::from(vec![Some("x"), Some("x"), Some("x"), None, Some("x")])),
+            Arc::new(StringArray::from(vec![
+                Some("x"),
+                Some("x"),
+                Some("x"),
+                None,
+                Some("x"),
+            ])),
             Arc::new(TimestampMillisecondArray::from(vec![
-                Some(-1),     // 1969-12-31 23:59:59.999: bucket -1
-                Some(0),      // bucket 0
-                None,         // null bucket: first within stream "x"
+                Some(-1), // 1969-12-31 23:59:59.999: bucket -1
+                Some(0),  // bucket 0
+                None,     // null bucket: first within stream "x"
                 Some(5),
                 Some(-86_400_001), // bucket -2
             ])),
-            Arc::new(Int8Array::from(vec![Some(3), Some(-3), Some(1), Some(0), None])),
+            Arc::new(Int8Array::from(vec![
+                Some(3),
+                Some(-3),
+                Some(1),
+                Some(0),
+                None,
+            ])),
         ],
     )
     .unwrap();
@@ -189,7 +219,11 @@ fn no_clustering_key_keeps_arrival_order() {
 
 #[test]
 fn unknown_columns_are_refused_by_name() {
-    let schema = Arc::new(Schema::new(vec![Field::new("EventTime", DataType::Int64, false)]));
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "EventTime",
+        DataType::Int64,
+        false,
+    )]));
     let batch = RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![1]))]).unwrap();
     let err = clustering_permutation(&Layout::hits(), &batch).unwrap_err();
     assert!(err.to_string().contains("\"CounterID\""), "{err}");
@@ -220,7 +254,18 @@ const TIME_TYPES: [usize; 9] = [0, 3, 4, 7, 8, 9, 10, 11, 2];
 /// extremes.
 fn array(dt: &DataType, seeds: &[(bool, u64)]) -> ArrayRef {
     let pick = |s: u64, pool: &[i128]| pool[(s % pool.len() as u64) as usize];
-    let signed: &[i128] = &[i64::MIN as i128, -86_401, -1, 0, 1, 2, 86_399, 86_400, 1_372_636_800, i64::MAX as i128];
+    let signed: &[i128] = &[
+        i64::MIN as i128,
+        -86_401,
+        -1,
+        0,
+        1,
+        2,
+        86_399,
+        86_400,
+        1_372_636_800,
+        i64::MAX as i128,
+    ];
     let ints = |lo: i128, hi: i128| -> Vec<Option<i128>> {
         seeds
             .iter()
@@ -230,7 +275,11 @@ fn array(dt: &DataType, seeds: &[(bool, u64)]) -> ArrayRef {
     macro_rules! prim {
         ($arr:ty, $native:ty) => {{
             let v = ints(<$native>::MIN as i128, <$native>::MAX as i128);
-            Arc::new(<$arr>::from(v.into_iter().map(|o| o.map(|x| x as $native)).collect::<Vec<_>>())) as ArrayRef
+            Arc::new(<$arr>::from(
+                v.into_iter()
+                    .map(|o| o.map(|x| x as $native))
+                    .collect::<Vec<_>>(),
+            )) as ArrayRef
         }};
     }
     let strs: Vec<Option<Vec<u8>>> = seeds
@@ -257,7 +306,9 @@ fn array(dt: &DataType, seeds: &[(bool, u64)]) -> ArrayRef {
         DataType::UInt64 => {
             let v: Vec<Option<u64>> = seeds
                 .iter()
-                .map(|&(null, s)| (!null).then(|| [0, 1, 86_400, u64::MAX, i64::MAX as u64 + 7][(s % 5) as usize]))
+                .map(|&(null, s)| {
+                    (!null).then(|| [0, 1, 86_400, u64::MAX, i64::MAX as u64 + 7][(s % 5) as usize])
+                })
                 .collect();
             Arc::new(UInt64Array::from(v))
         }
@@ -267,8 +318,12 @@ fn array(dt: &DataType, seeds: &[(bool, u64)]) -> ArrayRef {
         DataType::Timestamp(TimeUnit::Nanosecond, tz) => {
             let v = ints(i64::MIN as i128, i64::MAX as i128);
             Arc::new(
-                TimestampNanosecondArray::from(v.into_iter().map(|o| o.map(|x| x as i64)).collect::<Vec<_>>())
-                    .with_timezone_opt(tz.clone()),
+                TimestampNanosecondArray::from(
+                    v.into_iter()
+                        .map(|o| o.map(|x| x as i64))
+                        .collect::<Vec<_>>(),
+                )
+                .with_timezone_opt(tz.clone()),
             )
         }
         DataType::Utf8 => Arc::new(StringArray::from(
@@ -298,7 +353,12 @@ struct Case {
 }
 
 fn case() -> impl Strategy<Value = Case> {
-    (1usize..=6, 0usize..TIME_TYPES.len(), 0usize..300, proptest::sample::select(vec![1u64, 59, 3_600, 86_400, 604_800, 7 * 86_400 + 1]))
+    (
+        1usize..=6,
+        0usize..TIME_TYPES.len(),
+        0usize..300,
+        proptest::sample::select(vec![1u64, 59, 3_600, 86_400, 604_800, 7 * 86_400 + 1]),
+    )
         .prop_flat_map(|(ncols, time_type, rows, bucket)| {
             let types = proptest::collection::vec(0usize..TYPES.len(), ncols);
             let cells = proptest::collection::vec(
@@ -306,13 +366,21 @@ fn case() -> impl Strategy<Value = Case> {
                 ncols + 1,
             );
             let stream = proptest::option::of(0usize..ncols);
-            let keys = proptest::sample::subsequence((0..ncols).collect::<Vec<_>>(), 1..=ncols.min(4))
-                .prop_shuffle();
+            let keys =
+                proptest::sample::subsequence((0..ncols).collect::<Vec<_>>(), 1..=ncols.min(4))
+                    .prop_shuffle();
             (types, Just(time_type), stream, keys, Just(bucket), cells)
         })
         .prop_map(|(types, time_type, stream, keys, bucket, cells)| {
             let keys: Vec<usize> = keys.into_iter().filter(|k| Some(*k) != stream).collect();
-            Case { types, time_type, stream, keys, bucket, cells }
+            Case {
+                types,
+                time_type,
+                stream,
+                keys,
+                bucket,
+                cells,
+            }
         })
         .prop_filter("at least one key column", |c| !c.keys.is_empty())
 }
@@ -360,5 +428,8 @@ proptest! {
 #[test]
 fn naive_cells_order_as_documented() {
     assert_eq!(Cell::Null.cmp(&Cell::Int(i128::MIN)), Ordering::Less);
-    assert_eq!(Cell::Bytes(vec![]).cmp(&Cell::Bytes(vec![0])), Ordering::Less);
+    assert_eq!(
+        Cell::Bytes(vec![]).cmp(&Cell::Bytes(vec![0])),
+        Ordering::Less
+    );
 }

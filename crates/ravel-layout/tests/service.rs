@@ -1,7 +1,6 @@
 //! The layout service on a real local store: generations, compare-and-swap, no-op updates,
 //! validation against the recorded schema.
 
-
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use ravel_layout::{BloomScope, ClusteringKey, Layout, LayoutError, LayoutStore};
 use ravel_store::Store;
@@ -15,7 +14,11 @@ fn store() -> (tempfile::TempDir, Store) {
 fn flights() -> Schema {
     Schema::new(vec![
         Field::new("carrier", DataType::Utf8, false),
-        Field::new("time_hour", DataType::Timestamp(TimeUnit::Second, None), false),
+        Field::new(
+            "time_hour",
+            DataType::Timestamp(TimeUnit::Second, None),
+            false,
+        ),
         Field::new("origin", DataType::Utf8, false),
         Field::new("dest", DataType::Utf8, false),
         Field::new("distance", DataType::Float64, false),
@@ -51,7 +54,11 @@ async fn defaults_then_generations() {
         .unwrap();
     assert!(u.changed);
     assert_eq!(u.layout.generation, 1);
-    assert!(dir.path().join("hits/_layout/00000000000000000001.json").is_file());
+    assert!(
+        dir.path()
+            .join("hits/_layout/00000000000000000001.json")
+            .is_file()
+    );
 
     // Setting the same value again writes nothing and keeps the generation.
     let u = svc
@@ -63,7 +70,11 @@ async fn defaults_then_generations() {
         .unwrap();
     assert!(!u.changed);
     assert_eq!(u.layout.generation, 1);
-    assert!(!dir.path().join("hits/_layout/00000000000000000002.json").exists());
+    assert!(
+        !dir.path()
+            .join("hits/_layout/00000000000000000002.json")
+            .exists()
+    );
 
     let u = svc
         .update(|l| {
@@ -77,7 +88,10 @@ async fn defaults_then_generations() {
     assert_eq!(back, u.layout);
     assert_eq!(back.clustering_key, key(&["EventDate", "UserID"], "1d"));
     // History is kept.
-    assert_eq!(svc.load_generation(1).await.unwrap().bloom.scope, BloomScope::Text);
+    assert_eq!(
+        svc.load_generation(1).await.unwrap().bloom.scope,
+        BloomScope::Text
+    );
 }
 
 #[tokio::test]
@@ -90,15 +104,24 @@ async fn concurrent_updates_one_wins_one_conflicts() {
     x.clustering_key = key(&["UserID"], "1h");
     let mut y = base.clone();
     y.clustering_key = key(&["EventDate"], "6h");
-    let (ra, rb) = tokio::join!(a.update_from(&base, x.clone()), b.update_from(&base, y.clone()));
+    let (ra, rb) = tokio::join!(
+        a.update_from(&base, x.clone()),
+        b.update_from(&base, y.clone())
+    );
     let (won, lost, winner) = match (ra, rb) {
         (Ok(w), Err(e)) => (w, e, x),
         (Err(e), Ok(w)) => (w, e, y),
         other => panic!("expected one winner and one conflict, got {other:?}"),
     };
     assert_eq!(won.layout.generation, 1);
-    assert!(matches!(lost, LayoutError::Conflict { generation: 1, .. }), "{lost}");
-    assert!(lost.to_string().contains("re-read the layout and retry"), "{lost}");
+    assert!(
+        matches!(lost, LayoutError::Conflict { generation: 1, .. }),
+        "{lost}"
+    );
+    assert!(
+        lost.to_string().contains("re-read the layout and retry"),
+        "{lost}"
+    );
     assert!(!lost.is_invalid_input());
     // Nothing is lost: the stored layout is the winner's, and a retry from it succeeds.
     let stored = a.load().await.unwrap();
@@ -177,7 +200,10 @@ async fn recorded_schema_checks_every_change() {
         .unwrap_err();
     assert!(err.to_string().contains("\"CounterID\""), "{err}");
     assert!(err.is_invalid_input());
-    assert!(!dir.path().join("flights/_layout").exists(), "nothing written");
+    assert!(
+        !dir.path().join("flights/_layout").exists(),
+        "nothing written"
+    );
 
     let u = svc
         .update(|l| {
@@ -192,7 +218,8 @@ async fn recorded_schema_checks_every_change() {
 
     for (change, expect) in [
         (
-            Box::new(|l: &mut Layout| l.clustering_key = key(&["legs"], "1d")) as Box<dyn Fn(&mut Layout)>,
+            Box::new(|l: &mut Layout| l.clustering_key = key(&["legs"], "1d"))
+                as Box<dyn Fn(&mut Layout)>,
             "has type Struct",
         ),
         (
@@ -202,8 +229,14 @@ async fn recorded_schema_checks_every_change() {
             }),
             "time column \"origin\" has type Utf8",
         ),
-        (Box::new(|l: &mut Layout| l.time = "distance".into()), "time column \"distance\""),
-        (Box::new(|l: &mut Layout| l.stream = Some("airline".into())), "\"airline\""),
+        (
+            Box::new(|l: &mut Layout| l.time = "distance".into()),
+            "time column \"distance\"",
+        ),
+        (
+            Box::new(|l: &mut Layout| l.stream = Some("airline".into())),
+            "\"airline\"",
+        ),
         (
             Box::new(|l: &mut Layout| l.clustering_key = key(&["dest", "dest"], "1d")),
             "more than once",
@@ -216,10 +249,17 @@ async fn recorded_schema_checks_every_change() {
             })
             .await
             .unwrap_err();
-        assert!(err.to_string().contains(expect), "{err} should contain {expect}");
+        assert!(
+            err.to_string().contains(expect),
+            "{err} should contain {expect}"
+        );
         assert!(err.is_invalid_input());
     }
-    assert_eq!(svc.load().await.unwrap().generation, 1, "no refused change was written");
+    assert_eq!(
+        svc.load().await.unwrap().generation,
+        1,
+        "no refused change was written"
+    );
 }
 
 #[tokio::test]
@@ -227,7 +267,15 @@ async fn corrupt_documents_are_reported_with_their_path() {
     let (dir, store) = store();
     let svc = LayoutStore::new(&store, "t").unwrap();
     std::fs::create_dir_all(dir.path().join("t/_layout")).unwrap();
-    std::fs::write(dir.path().join("t/_layout/00000000000000000001.json"), b"{not json").unwrap();
+    std::fs::write(
+        dir.path().join("t/_layout/00000000000000000001.json"),
+        b"{not json",
+    )
+    .unwrap();
     let err = svc.load().await.unwrap_err();
-    assert!(err.to_string().contains("t/_layout/00000000000000000001.json"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("t/_layout/00000000000000000001.json"),
+        "{err}"
+    );
 }

@@ -53,8 +53,10 @@ impl GenArgs {
 pub fn run(args: GenArgs) -> Result<()> {
     let started = Instant::now();
     let bar = ProgressBar::new(args.rows).with_style(
-        ProgressStyle::with_template("{spinner} gen {human_pos}/{human_len} rows [{elapsed}] {per_sec}")
-            .expect("valid template"),
+        ProgressStyle::with_template(
+            "{spinner} gen {human_pos}/{human_len} rows [{elapsed}] {per_sec}",
+        )
+        .expect("valid template"),
     );
     let opts = GenOptions {
         rows: args.rows,

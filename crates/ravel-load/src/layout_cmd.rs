@@ -50,7 +50,7 @@ pub enum ClusteringKeyCommand {
         #[arg(long = "column", required = true)]
         columns: Vec<String>,
         /// Width of a time bucket: 1d, 6h, 30m, 15s, 1w, 1h30m.
-        #[arg(long, default_value = "1d")]
+        #[arg(long, default_value = "1d", allow_hyphen_values = true)]
         bucket_width: String,
     },
     /// Print the key.

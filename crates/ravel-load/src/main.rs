@@ -86,7 +86,8 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         }
         if let Some(e) = cause.downcast_ref::<ravel_store::StoreError>() {
             return match e {
-                ravel_store::StoreError::BadUrl { .. } | ravel_store::StoreError::BadTableName(_) => 2,
+                ravel_store::StoreError::BadUrl { .. }
+                | ravel_store::StoreError::BadTableName(_) => 2,
                 _ => 1,
             };
         }

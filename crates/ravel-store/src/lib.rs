@@ -258,7 +258,13 @@ mod tests {
             StoreLocation::parse("s3://bucket").unwrap().to_string(),
             "s3://bucket"
         );
-        for bad in ["", "s3://", "s3:///x", "gs://b/p", "s3://key:secret@bucket/p"] {
+        for bad in [
+            "",
+            "s3://",
+            "s3:///x",
+            "gs://b/p",
+            "s3://key:secret@bucket/p",
+        ] {
             let err = StoreLocation::parse(bad).unwrap_err();
             assert!(matches!(err, StoreError::BadUrl { .. }), "{bad}");
         }
@@ -270,7 +276,10 @@ mod tests {
     #[test]
     fn table_names_and_paths() {
         let t = TablePaths::new("hits").unwrap();
-        assert_eq!(t.layout_doc(7).as_ref(), "hits/_layout/00000000000000000007.json");
+        assert_eq!(
+            t.layout_doc(7).as_ref(),
+            "hits/_layout/00000000000000000007.json"
+        );
         assert_eq!(t.data_dir().as_ref(), "hits/data");
         assert_eq!(t.manifests_dir().as_ref(), "hits/manifests");
         assert_eq!(t.schema_doc().as_ref(), "hits/_schema.json");

@@ -22,7 +22,10 @@ use serde::Serialize;
 #[derive(Debug, thiserror::Error)]
 pub enum TierError {
     #[error("{source_name}: {message}")]
-    Malformed { source_name: String, message: String },
+    Malformed {
+        source_name: String,
+        message: String,
+    },
     #[error("cannot read {path}: {source}")]
     Io {
         path: String,
@@ -163,11 +166,14 @@ impl Tier {
     /// `memory.limit_in_bytes`) and picks the tier.
     pub fn detect() -> Result<Tier, TierError> {
         let meminfo = read("/proc/meminfo")?;
-        let cgroup = ["/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"]
-            .iter()
-            .find(|p| Path::new(p).exists())
-            .map(|p| read(p))
-            .transpose()?;
+        let cgroup = [
+            "/sys/fs/cgroup/memory.max",
+            "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+        ]
+        .iter()
+        .find(|p| Path::new(p).exists())
+        .map(|p| read(p))
+        .transpose()?;
         Tier::from_texts(&meminfo, cgroup.as_deref())
     }
 }
@@ -269,17 +275,26 @@ mod tests {
 
         let t = tier(29_999_999);
         assert_eq!(t.name, TierName::Medium);
-        assert_eq!((t.object_bytes, t.pipeline_depth, t.load_budget), (24_000_000, 32, 6_500_000_000));
+        assert_eq!(
+            (t.object_bytes, t.pipeline_depth, t.load_budget),
+            (24_000_000, 32, 6_500_000_000)
+        );
         // This machine's class: 24 GiB.
         assert_eq!(tier(24_684_084).name, TierName::Medium);
         assert_eq!(tier(15_000_000).name, TierName::Medium);
 
         let t = tier(14_999_999);
-        assert_eq!((t.name, t.pipeline_depth, t.load_budget), (TierName::Small, 24, 3_500_000_000));
+        assert_eq!(
+            (t.name, t.pipeline_depth, t.load_budget),
+            (TierName::Small, 24, 3_500_000_000)
+        );
         assert_eq!(tier(7_000_000).name, TierName::Small);
 
         let t = tier(6_999_999);
-        assert_eq!((t.name, t.pipeline_depth, t.load_budget), (TierName::Tiny, 16, 1_200_000_000));
+        assert_eq!(
+            (t.name, t.pipeline_depth, t.load_budget),
+            (TierName::Tiny, 16, 1_200_000_000)
+        );
         assert_eq!(tier(3_000_000).name, TierName::Tiny);
 
         let t = tier(2_000_000);
@@ -317,7 +332,10 @@ mod tests {
             "\u{0}\u{1}garbage",
         ] {
             let err = Tier::from_texts(text, None).unwrap_err();
-            assert!(matches!(err, TierError::Malformed { .. }), "{text:?}: {err}");
+            assert!(
+                matches!(err, TierError::Malformed { .. }),
+                "{text:?}: {err}"
+            );
             assert!(err.to_string().contains("/proc/meminfo"), "{err}");
         }
         let err = Tier::from_texts(&meminfo(1000), Some("unlimited")).unwrap_err();
@@ -328,8 +346,16 @@ mod tests {
     fn fixture_meminfo_files() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/meminfo");
         let read = |n: &str| std::fs::read_to_string(format!("{dir}/{n}")).unwrap();
-        assert_eq!(Tier::from_texts(&read("c6a-4xlarge.txt"), None).unwrap().name, TierName::Large);
-        assert_eq!(Tier::from_texts(&read("dev-24g.txt"), None).unwrap().name, TierName::Medium);
+        assert_eq!(
+            Tier::from_texts(&read("c6a-4xlarge.txt"), None)
+                .unwrap()
+                .name,
+            TierName::Large
+        );
+        assert_eq!(
+            Tier::from_texts(&read("dev-24g.txt"), None).unwrap().name,
+            TierName::Medium
+        );
     }
 
     #[test]

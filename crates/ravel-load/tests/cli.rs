@@ -1,0 +1,481 @@
+//! The `ravel-load` binary end to end: gen, layout, tier, demo, and exit codes.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use arrow::array::{
+    ArrayRef, Int32Array, ListArray, RecordBatch, StringArray, TimestampSecondArray,
+};
+use arrow::datatypes::{DataType, Field, Int32Type, Schema, TimeUnit};
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ravel-load"))
+        .args(args)
+        .env_remove("RAVEL_STORE")
+        .output()
+        .expect("ravel-load runs")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs a command expected to fail with `code`, returns its stderr.
+fn fails(code: i32, args: &[&str]) -> String {
+    let out = run(args);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+    err
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+#[test]
+fn gen_parquet_is_deterministic_and_raw() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.parquet");
+    let b = dir.path().join("b.parquet");
+    let c = dir.path().join("c.parquet");
+    let out = ok(&["gen", "--rows", "3000", "--seed", "5", "--out", p(&a)]);
+    assert!(
+        out.contains("wrote 3000 rows") && out.contains("rows/s"),
+        "{out}"
+    );
+    ok(&["gen", "--rows", "3000", "--seed", "5", "--out", p(&b)]);
+    ok(&["gen", "--rows", "3000", "--seed", "6", "--out", p(&c)]);
+    let (a, b, c) = (
+        std::fs::read(a).unwrap(),
+        std::fs::read(b).unwrap(),
+        std::fs::read(c).unwrap(),
+    );
+    assert_eq!(a, b, "same seed, same bytes");
+    assert_ne!(a, c);
+
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(a)).unwrap();
+    assert_eq!(reader.metadata().file_metadata().num_rows(), 3000);
+    let schema = reader.schema().clone();
+    assert_eq!(schema.fields().len(), 105);
+    assert_eq!(
+        schema.field_with_name("EventTime").unwrap().data_type(),
+        &DataType::Int64
+    );
+    assert_eq!(
+        schema.field_with_name("EventDate").unwrap().data_type(),
+        &DataType::UInt16
+    );
+    assert_eq!(
+        schema.field_with_name("URL").unwrap().data_type(),
+        &DataType::Binary
+    );
+}
+
+#[test]
+fn gen_typed_parquet_and_tsv() {
+    let dir = tempfile::tempdir().unwrap();
+    let typed = dir.path().join("t.parquet");
+    ok(&[
+        "gen",
+        "--rows",
+        "500",
+        "--convention",
+        "typed",
+        "--out",
+        p(&typed),
+    ]);
+    let reader =
+        ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&typed).unwrap()).unwrap();
+    let s = reader.schema();
+    assert_eq!(
+        s.field_with_name("EventTime").unwrap().data_type(),
+        &DataType::Timestamp(TimeUnit::Second, None)
+    );
+    assert_eq!(
+        s.field_with_name("EventDate").unwrap().data_type(),
+        &DataType::Date32
+    );
+    assert_eq!(
+        s.field_with_name("Title").unwrap().data_type(),
+        &DataType::Utf8
+    );
+
+    let tsv = dir.path().join("h.tsv");
+    ok(&["gen", "--rows", "700", "--out", p(&tsv)]);
+    let text = std::fs::read_to_string(&tsv).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 700);
+    for l in &lines {
+        let fields: Vec<&str> = l.split('\t').collect();
+        assert_eq!(fields.len(), 105);
+        assert!(
+            fields[4].starts_with("2013-07-"),
+            "EventTime as text: {}",
+            fields[4]
+        );
+        assert_eq!(fields[4].len(), 19);
+        assert_eq!(fields[5], &fields[4][..10], "EventDate");
+    }
+
+    let err = fails(
+        2,
+        &["gen", "--rows", "5", "--out", p(&dir.path().join("x.csv"))],
+    );
+    assert!(err.contains(".parquet or .tsv"), "{err}");
+}
+
+#[test]
+fn layout_commands_on_a_local_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let s = p(&store);
+    let layout = |args: &[&str]| {
+        let mut all = vec!["layout", "--store", s, "--table", "hits"];
+        all.extend_from_slice(args);
+        ok(&all)
+    };
+    let show: serde_json::Value = serde_json::from_str(&layout(&["show"])).unwrap();
+    assert_eq!(show["generation"], 0);
+    assert_eq!(show["stream"], "CounterID");
+    assert!(show["clustering_key"].is_null());
+
+    let out = layout(&[
+        "clustering-key",
+        "set",
+        "--column",
+        "EventDate",
+        "--column",
+        "UserID",
+        "--bucket-width",
+        "1d",
+    ]);
+    assert!(out.contains("generation 1"), "{out}");
+    let out = layout(&[
+        "clustering-key",
+        "set",
+        "--column",
+        "EventDate",
+        "--column",
+        "UserID",
+        "--bucket-width",
+        "24h",
+    ]);
+    assert!(
+        out.contains("unchanged") && out.contains("generation 1"),
+        "{out}"
+    );
+    let out = layout(&["clustering-key", "show"]);
+    assert!(
+        out.contains("EventDate, UserID") && out.contains("1d"),
+        "{out}"
+    );
+    assert!(
+        out.contains("CounterID, EventTime div 1d, EventDate, UserID, EventTime"),
+        "{out}"
+    );
+
+    let out = layout(&[
+        "bloom-scope",
+        "set",
+        "--scope",
+        "URL,Title",
+        "--fpp",
+        "0.05",
+    ]);
+    assert!(out.contains("generation 2"), "{out}");
+    let out = layout(&["bloom-scope", "show"]);
+    assert!(
+        out.contains("scope: URL,Title") && out.contains("fpp: 0.05"),
+        "{out}"
+    );
+    layout(&["bloom-scope", "set", "--scope", "text"]);
+    layout(&["stream", "clear"]);
+    assert_eq!(layout(&["stream", "show"]).trim(), "(none)");
+    layout(&["stream", "set", "--column", "CounterID"]);
+    layout(&["time", "set", "--column", "EventTime"]);
+
+    let show: serde_json::Value = serde_json::from_str(&layout(&["show"])).unwrap();
+    assert_eq!(show["generation"], 5);
+    assert_eq!(
+        show["clustering_key"]["columns"],
+        serde_json::json!(["EventDate", "UserID"])
+    );
+    assert_eq!(show["clustering_key"]["bucket_width"], "1d");
+    assert_eq!(show["bloom"]["scope"], "text");
+    assert_eq!(show["bloom"]["fpp"], 0.05);
+    assert!(
+        store
+            .join("hits/_layout/00000000000000000005.json")
+            .is_file()
+    );
+
+    let out = layout(&["clustering-key", "clear"]);
+    assert!(out.contains("generation 6"), "{out}");
+    assert!(layout(&["clustering-key", "show"]).contains("arrival order"));
+}
+
+#[test]
+fn bad_input_exits_2_names_the_problem_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let s = p(&store);
+    ok(&[
+        "layout", "--store", s, "--table", "hits", "schema", "set", "--hits",
+    ]);
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &[
+                "clustering-key",
+                "set",
+                "--column",
+                "UserID",
+                "--bucket-width",
+                "0s",
+            ],
+            "must be positive",
+        ),
+        (
+            &[
+                "clustering-key",
+                "set",
+                "--column",
+                "UserID",
+                "--bucket-width",
+                "-1d",
+            ],
+            "must be positive",
+        ),
+        (
+            &[
+                "clustering-key",
+                "set",
+                "--column",
+                "UserID",
+                "--bucket-width",
+                "1y",
+            ],
+            "unknown unit",
+        ),
+        (
+            &["clustering-key", "set", "--column", "Nope"],
+            "clustering key column \"Nope\" is not in the table's schema",
+        ),
+        (
+            &[
+                "clustering-key",
+                "set",
+                "--column",
+                "UserID",
+                "--column",
+                "UserID",
+            ],
+            "\"UserID\" is named more than once",
+        ),
+        (
+            &[
+                "clustering-key",
+                "set",
+                "--column",
+                "A",
+                "--column",
+                "B",
+                "--column",
+                "C",
+                "--column",
+                "D",
+                "--column",
+                "E",
+            ],
+            "1 to 4 columns",
+        ),
+        (
+            &["time", "set", "--column", "URL"],
+            "time column \"URL\" has type Binary",
+        ),
+        (
+            &["stream", "set", "--column", "Missing"],
+            "stream column \"Missing\"",
+        ),
+        (
+            &["bloom-scope", "set", "--scope", "URL,,Title"],
+            "Bloom scope",
+        ),
+        (
+            &["bloom-scope", "set", "--scope", "text", "--fpp", "1.5"],
+            "false-positive rate",
+        ),
+    ];
+    for (args, expect) in cases {
+        let mut all = vec!["layout", "--store", s, "--table", "hits"];
+        all.extend_from_slice(args);
+        let err = fails(2, &all);
+        assert!(err.contains(expect), "{args:?}: {err}");
+    }
+    assert!(
+        !store.join("hits/_layout").exists(),
+        "no layout document was written"
+    );
+
+    let err = fails(
+        2,
+        &[
+            "layout",
+            "--store",
+            "gs://bucket/x",
+            "--table",
+            "hits",
+            "show",
+        ],
+    );
+    assert!(err.contains("not supported"), "{err}");
+    let err = fails(2, &["layout", "--store", s, "--table", "../etc", "show"]);
+    assert!(err.contains("table name"), "{err}");
+    // clap usage errors are exit 2 too.
+    fails(
+        2,
+        &[
+            "layout",
+            "--store",
+            s,
+            "--table",
+            "hits",
+            "clustering-key",
+            "set",
+        ],
+    );
+}
+
+#[test]
+fn a_flights_table_with_a_list_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("flights.parquet");
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("carrier", DataType::Utf8, false),
+        Field::new(
+            "time_hour",
+            DataType::Timestamp(TimeUnit::Second, None),
+            false,
+        ),
+        Field::new("origin", DataType::Utf8, false),
+        Field::new("dest", DataType::Utf8, false),
+        Field::new("flight", DataType::Int32, false),
+        Field::new("stops", DataType::new_list(DataType::Int32, true), true),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(StringArray::from(vec!["UA", "AA"])) as ArrayRef,
+            Arc::new(TimestampSecondArray::from(vec![
+                1_357_002_000,
+                1_357_005_600,
+            ])),
+            Arc::new(StringArray::from(vec!["EWR", "JFK"])),
+            Arc::new(StringArray::from(vec!["IAH", "MIA"])),
+            Arc::new(Int32Array::from(vec![1545, 1141])),
+            Arc::new(ListArray::from_iter_primitive::<Int32Type, _, _>(vec![
+                Some(vec![Some(1)]),
+                None,
+            ])),
+        ],
+    )
+    .unwrap();
+    let mut w = ArrowWriter::try_new(std::fs::File::create(&file).unwrap(), schema, None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+
+    let store = dir.path().join("store");
+    let s = p(&store);
+    let layout = |args: &[&str]| {
+        let mut all = vec!["layout", "--store", s, "--table", "flights"];
+        all.extend_from_slice(args);
+        run(&all)
+    };
+    let text = |o: Output| {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    assert!(text(layout(&["schema", "set", "--from", p(&file)])).contains("recorded (6 columns)"));
+    // The default stream and time name hits columns, which flights does not have.
+    let o = layout(&[
+        "clustering-key",
+        "set",
+        "--column",
+        "origin",
+        "--column",
+        "dest",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("stream column \"CounterID\""));
+    text(layout(&["stream", "set", "--column", "carrier"]));
+    text(layout(&["time", "set", "--column", "time_hour"]));
+    let o = layout(&["time", "set", "--column", "origin"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("time column \"origin\" has type Utf8"));
+    let out = text(layout(&[
+        "clustering-key",
+        "set",
+        "--column",
+        "origin",
+        "--column",
+        "dest",
+        "--bucket-width",
+        "6h",
+    ]));
+    assert!(out.contains("generation 3"), "{out}");
+    let o = layout(&["clustering-key", "set", "--column", "stops"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("\"stops\" has type List"));
+    let shown: serde_json::Value = serde_json::from_str(&text(layout(&["show"]))).unwrap();
+    assert_eq!(shown["stream"], "carrier");
+    assert_eq!(shown["time"], "time_hour");
+    assert_eq!(shown["clustering_key"]["bucket_width"], "6h");
+    assert!(text(layout(&["bloom-scope", "show"])).contains("columns: carrier, origin, dest"));
+}
+
+#[test]
+fn tier_prints_the_geometry() {
+    let out = ok(&["tier"]);
+    for want in [
+        "tier:",
+        "object target:",
+        "pipeline depth:",
+        "load budget:",
+        "max flush delay: 60 s",
+    ] {
+        assert!(out.contains(want), "{out}");
+    }
+    let json: serde_json::Value = serde_json::from_str(&ok(&["tier", "--json"])).unwrap();
+    assert!(json["load_budget"].as_u64().unwrap() > 0);
+    assert!(json["pipeline_depth"].as_u64().unwrap() >= 8);
+}
+
+#[test]
+fn demo_generates_records_and_sets_the_hits_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("demo");
+    let out = ok(&["demo", "--dir", p(&d), "--rows", "5000"]);
+    assert!(out.contains("wrote 5000 rows"), "{out}");
+    assert!(
+        out.contains("\"columns\": [\n      \"EventDate\",\n      \"UserID\"\n    ]"),
+        "{out}"
+    );
+    assert!(d.join("hits.parquet").is_file());
+    assert!(d.join("store/hits/_schema.json").is_file());
+    assert!(
+        d.join("store/hits/_layout/00000000000000000001.json")
+            .is_file()
+    );
+    // Running it again changes nothing.
+    let out = ok(&["demo", "--dir", p(&d), "--rows", "5000"]);
+    assert!(out.contains("layout: unchanged (generation 1)"), "{out}");
+}
