@@ -40,7 +40,19 @@ fn key(cols: &[&str], width: &str) -> Option<ClusteringKey> {
 #[tokio::test]
 async fn defaults_then_generations() {
     let (dir, store) = store();
-    let svc = LayoutStore::new(&store, "hits").unwrap();
+    generations(&store, &|p| dir.path().join(p).is_file()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn defaults_then_generations_on_s3() {
+    let server = ravel_testkit::S3Server::start();
+    let store = server.store("warehouse");
+    let root = server.root().join(&server.bucket).join("warehouse");
+    generations(&store, &|p| root.join(p).is_file()).await;
+}
+
+async fn generations(store: &Store, exists: &dyn Fn(&str) -> bool) {
+    let svc = LayoutStore::new(store, "hits").unwrap();
     let l = svc.load().await.unwrap();
     assert_eq!(l, Layout::default());
     assert_eq!(l.generation, 0);
@@ -54,11 +66,7 @@ async fn defaults_then_generations() {
         .unwrap();
     assert!(u.changed);
     assert_eq!(u.layout.generation, 1);
-    assert!(
-        dir.path()
-            .join("hits/_layout/00000000000000000001.json")
-            .is_file()
-    );
+    assert!(exists("hits/_layout/00000000000000000001.json"));
 
     // Setting the same value again writes nothing and keeps the generation.
     let u = svc
@@ -70,11 +78,7 @@ async fn defaults_then_generations() {
         .unwrap();
     assert!(!u.changed);
     assert_eq!(u.layout.generation, 1);
-    assert!(
-        !dir.path()
-            .join("hits/_layout/00000000000000000002.json")
-            .exists()
-    );
+    assert!(!exists("hits/_layout/00000000000000000002.json"));
 
     let u = svc
         .update(|l| {
@@ -97,8 +101,18 @@ async fn defaults_then_generations() {
 #[tokio::test]
 async fn concurrent_updates_one_wins_one_conflicts() {
     let (_dir, store) = store();
-    let a = LayoutStore::new(&store, "t").unwrap();
-    let b = LayoutStore::new(&store, "t").unwrap();
+    one_wins(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_updates_one_wins_one_conflicts_on_s3() {
+    let server = ravel_testkit::S3Server::start();
+    one_wins(&server.store("")).await;
+}
+
+async fn one_wins(store: &Store) {
+    let a = LayoutStore::new(store, "t").unwrap();
+    let b = LayoutStore::new(store, "t").unwrap();
     let base = a.load().await.unwrap();
     let mut x = base.clone();
     x.clustering_key = key(&["UserID"], "1h");
@@ -137,12 +151,22 @@ async fn concurrent_updates_one_wins_one_conflicts() {
     assert_eq!(retried.layout.clustering_key, winner.clustering_key);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread")]
 async fn many_racing_writers_each_generation_written_once() {
     let (_dir, store) = store();
+    racing_writers(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn many_racing_writers_each_generation_written_once_on_s3() {
+    let server = ravel_testkit::S3Server::start();
+    racing_writers(&server.store("p/q")).await;
+}
+
+async fn racing_writers(store: &Store) {
     let mut tasks = Vec::new();
     for i in 0..8u64 {
-        let svc = LayoutStore::new(&store, "race").unwrap();
+        let svc = LayoutStore::new(store, "race").unwrap();
         tasks.push(tokio::spawn(async move {
             let mut wins = 0;
             for j in 0..5u64 {
@@ -170,7 +194,7 @@ async fn many_racing_writers_each_generation_written_once() {
     for t in tasks {
         wins += t.await.unwrap();
     }
-    let svc = LayoutStore::new(&store, "race").unwrap();
+    let svc = LayoutStore::new(store, "race").unwrap();
     // Every successful change is exactly one generation.
     assert_eq!(svc.load().await.unwrap().generation, wins);
     assert_eq!(wins, 40);

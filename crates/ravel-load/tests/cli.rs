@@ -479,3 +479,71 @@ fn demo_generates_records_and_sets_the_hits_layout() {
     let out = ok(&["demo", "--dir", p(&d), "--rows", "5000"]);
     assert!(out.contains("layout: unchanged (generation 1)"), "{out}");
 }
+
+#[test]
+fn layout_on_s3_with_settings_from_the_environment_and_no_secret_shown() {
+    let server = ravel_testkit::S3Server::start();
+    let url = server.url("warehouse");
+    let with_env = |args: &[&str], env: &[(&str, String)]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_ravel-load"));
+        c.args(args).env_remove("RAVEL_STORE");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    let env: Vec<(&str, String)> = server.env();
+    let base = ["layout", "--store", url.as_str(), "--table", "hits"];
+    let cmd = |rest: &[&'static str]| {
+        base.iter()
+            .copied()
+            .chain(rest.iter().copied())
+            .collect::<Vec<_>>()
+    };
+
+    let out = with_env(
+        &cmd(&[
+            "clustering-key",
+            "set",
+            "--column",
+            "EventDate",
+            "--column",
+            "UserID",
+        ]),
+        &env,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("generation 1"));
+    let out = with_env(&cmd(&["show", "-vv"]), &env);
+    assert!(out.status.success());
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["generation"], 1);
+    for text in [&out.stdout, &out.stderr] {
+        assert!(!String::from_utf8_lossy(text).contains(&server.secret_key));
+    }
+    // The document is an object on the server.
+    assert!(
+        server
+            .root()
+            .join("ravel-test/warehouse/hits/_layout/00000000000000000001.json")
+            .is_file()
+    );
+
+    // A wrong secret fails, and neither secret appears in the error.
+    let mut bad = env.clone();
+    let wrong = "WRONGSECRETwrongsecret0123456789".to_string();
+    bad.retain(|(k, _)| *k != "AWS_SECRET_ACCESS_KEY");
+    bad.push(("AWS_SECRET_ACCESS_KEY", wrong.clone()));
+    let out = with_env(&cmd(&["show", "-vv"]), &bad);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("error:"), "{err}");
+    assert!(
+        !err.contains(&wrong) && !err.contains(&server.secret_key),
+        "{err}"
+    );
+}

@@ -1,0 +1,183 @@
+//! A real S3 server for tests: `s3s-fs` (an S3 implementation over a directory) served
+//! in-process on 127.0.0.1 on a free port, with generated credentials. Nothing to install.
+//!
+//! s3s-fs checks `If-None-Match` / `If-Match` and then writes, as two steps: two concurrent
+//! conditional puts of one key can both succeed (seen here: two layout updates from the same
+//! generation both "won"). Real S3 evaluates the condition atomically with the write, so the
+//! server here serializes conditional requests ([`AtomicConditions`]) to behave like it.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto::Builder as ConnBuilder;
+use object_store::aws::{AmazonS3Builder, S3ConditionalPut};
+use ravel_store::Store;
+use s3s::auth::SimpleAuth;
+use s3s::service::S3ServiceBuilder;
+use tokio::net::TcpListener;
+
+/// A random number from the standard library's per-process hash keys.
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
+    );
+    h.finish()
+}
+
+/// Serializes requests that carry a precondition (`If-None-Match`, `If-Match`), so that the
+/// check and the write of one request are not interleaved with another's, as on real S3.
+#[derive(Clone)]
+pub struct AtomicConditions {
+    inner: s3s::service::S3Service,
+    lock: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl hyper::service::Service<http::Request<hyper::body::Incoming>> for AtomicConditions {
+    type Response = s3s::HttpResponse;
+    type Error = s3s::HttpError;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
+    >;
+
+    fn call(&self, req: http::Request<hyper::body::Incoming>) -> Self::Future {
+        let conditional = req.headers().contains_key(http::header::IF_NONE_MATCH)
+            || req.headers().contains_key(http::header::IF_MATCH);
+        let call = hyper::service::Service::call(&self.inner, req);
+        let lock = self.lock.clone();
+        Box::pin(async move {
+            let _guard = if conditional {
+                Some(lock.lock().await)
+            } else {
+                None
+            };
+            call.await
+        })
+    }
+}
+
+/// A running S3 server; it stops when dropped.
+pub struct S3Server {
+    pub endpoint: String,
+    pub bucket: String,
+    pub region: String,
+    pub access_key: String,
+    pub secret_key: String,
+    root: tempfile::TempDir,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl S3Server {
+    /// Starts a server with one bucket, `ravel-test`, on its own thread and runtime.
+    pub fn start() -> S3Server {
+        let root = tempfile::tempdir().expect("temp dir");
+        let bucket = "ravel-test".to_string();
+        std::fs::create_dir_all(root.path().join(&bucket)).expect("bucket dir");
+        let access_key = format!("AK{:016X}", random_u64());
+        let secret_key = format!("SK{:016X}{:016X}", random_u64(), random_u64());
+        let fs = s3s_fs::FileSystem::new(root.path()).expect("s3s-fs root");
+        let mut b = S3ServiceBuilder::new(fs);
+        b.set_auth(SimpleAuth::from_single(
+            access_key.clone(),
+            secret_key.clone(),
+        ));
+        let service = AtomicConditions {
+            inner: b.build(),
+            lock: Arc::new(tokio::sync::Mutex::new(())),
+        };
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel::<SocketAddr>();
+        let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+                addr_tx.send(listener.local_addr().expect("addr")).expect("send addr");
+                let http = ConnBuilder::new(TokioExecutor::new());
+                loop {
+                    tokio::select! {
+                        accepted = listener.accept() => {
+                            let Ok((socket, _)) = accepted else { continue };
+                            let conn = http.serve_connection(TokioIo::new(socket), service.clone()).into_owned();
+                            tokio::spawn(async move {
+                                let _ = conn.await;
+                            });
+                        }
+                        _ = &mut stop_rx => break,
+                    }
+                }
+            });
+        });
+        let addr = addr_rx.recv().expect("server started");
+        S3Server {
+            endpoint: format!("http://{addr}"),
+            bucket,
+            region: "us-east-1".into(),
+            access_key,
+            secret_key,
+            root,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        }
+    }
+
+    /// `s3://ravel-test/<prefix>`.
+    pub fn url(&self, prefix: &str) -> String {
+        format!("s3://{}/{}", self.bucket, prefix)
+    }
+
+    /// The standard AWS environment variables that reach this server, for a child process.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ENDPOINT_URL", self.endpoint.clone()),
+            ("AWS_ACCESS_KEY_ID", self.access_key.clone()),
+            ("AWS_SECRET_ACCESS_KEY", self.secret_key.clone()),
+            ("AWS_REGION", self.region.clone()),
+            ("AWS_ALLOW_HTTP", "true".into()),
+        ]
+    }
+
+    /// A store on this server under `prefix`, built without touching the process environment.
+    pub fn store(&self, prefix: &str) -> Store {
+        let s3 = AmazonS3Builder::new()
+            .with_endpoint(&self.endpoint)
+            .with_bucket_name(&self.bucket)
+            .with_region(&self.region)
+            .with_access_key_id(&self.access_key)
+            .with_secret_access_key(&self.secret_key)
+            .with_allow_http(true)
+            .with_conditional_put(S3ConditionalPut::ETagMatch)
+            .build()
+            .expect("S3 client");
+        let inner: Arc<dyn object_store::ObjectStore> = if prefix.is_empty() {
+            Arc::new(s3)
+        } else {
+            Arc::new(object_store::prefix::PrefixStore::new(s3, prefix))
+        };
+        Store::new(self.url(prefix), inner)
+    }
+
+    /// The directory behind the server (objects are files under `<root>/<bucket>/`).
+    pub fn root(&self) -> &std::path::Path {
+        self.root.path()
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
