@@ -21,13 +21,15 @@ use crate::generate::{GenOptions, Generator};
 pub enum OutputError {
     #[error("{path}: output must end in .parquet or .tsv")]
     UnknownFormat { path: String },
-    #[error("{path}: {source}")]
+    #[error("{path}: the output's directory does not exist")]
+    NoSuchDirectory { path: String },
+    #[error("writing {path}")]
     Io {
         path: String,
         #[source]
         source: std::io::Error,
     },
-    #[error("{path}: {source}")]
+    #[error("encoding Parquet into {path}")]
     Parquet {
         path: String,
         #[source]
@@ -82,6 +84,13 @@ pub fn write_generated(
     mut progress: impl FnMut(u64),
 ) -> Result<Written, OutputError> {
     let format = Format::from_path(path)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        && !dir.is_dir()
+    {
+        return Err(OutputError::NoSuchDirectory {
+            path: path.display().to_string(),
+        });
+    }
     let shown = path.display().to_string();
     let io = |source| OutputError::Io {
         path: shown.clone(),

@@ -2,8 +2,6 @@
 //! conventions: times as `YYYY-MM-DD hh:mm:ss` (UTC here), dates as `YYYY-MM-DD`, strings with
 //! `\\`, `\t`, `\n`, `\r` and `\0` escaped by a backslash.
 
-use std::io::Write;
-
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{
     DataType, Date32Type, Int16Type, Int32Type, Int64Type, TimestampSecondType, UInt16Type,
@@ -182,22 +180,6 @@ pub fn write_batch(out: &mut Vec<u8>, batch: &RecordBatch) {
     for p in parts {
         out.extend_from_slice(&p);
     }
-}
-
-/// Writes batches as TSV to a writer.
-pub fn write_all<W: Write>(
-    w: &mut W,
-    batches: impl IntoIterator<Item = RecordBatch>,
-) -> std::io::Result<u64> {
-    let mut buf = Vec::with_capacity(1 << 20);
-    let mut rows = 0;
-    for b in batches {
-        buf.clear();
-        write_batch(&mut buf, &b);
-        w.write_all(&buf)?;
-        rows += b.num_rows() as u64;
-    }
-    Ok(rows)
 }
 
 #[cfg(test)]

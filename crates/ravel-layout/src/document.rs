@@ -86,10 +86,14 @@ impl FromStr for BloomScope {
 
     /// `none`, `text`, `all`, or a comma-separated list of columns.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
-            "none" => Ok(BloomScope::None),
-            "text" => Ok(BloomScope::Text),
-            "all" => Ok(BloomScope::All),
+        let t = s.trim();
+        match t.to_ascii_lowercase().as_str() {
+            "none" => return Ok(BloomScope::None),
+            "text" => return Ok(BloomScope::Text),
+            "all" => return Ok(BloomScope::All),
+            _ => {}
+        }
+        match t {
             "" => Err(LayoutError::BadBloomScope(s.to_string())),
             list => {
                 let cols: Vec<String> = list.split(',').map(|c| c.trim().to_string()).collect();
@@ -487,6 +491,8 @@ mod tests {
     fn bloom_scope_parses() {
         assert_eq!("text".parse::<BloomScope>().unwrap(), BloomScope::Text);
         assert_eq!("none".parse::<BloomScope>().unwrap(), BloomScope::None);
+        assert_eq!("NONE".parse::<BloomScope>().unwrap(), BloomScope::None);
+        assert_eq!(" Text ".parse::<BloomScope>().unwrap(), BloomScope::Text);
         assert_eq!(
             "URL, Title".parse::<BloomScope>().unwrap(),
             BloomScope::Columns(vec!["URL".into(), "Title".into()])

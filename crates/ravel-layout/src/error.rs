@@ -32,7 +32,7 @@ pub enum LayoutError {
     },
 
     #[error(
-        "{role} column {column:?} has type {data_type}, which has no order; sortable types are integers, floats, booleans, dates, timestamps, strings and binary"
+        "{role} column {column:?} has type {data_type}, which the clustering order does not sort; sortable types are integers, floats, booleans, dates, timestamps, strings and binary"
     )]
     Unorderable {
         column: String,
@@ -64,7 +64,7 @@ pub enum LayoutError {
     #[error("batch has {rows} rows; a batch is sorted with u32 row indices, so at most {max}")]
     BatchTooLarge { rows: usize, max: usize },
 
-    #[error("{path}: {source}")]
+    #[error("{path}: not a valid document")]
     Json {
         path: String,
         #[source]
@@ -74,13 +74,13 @@ pub enum LayoutError {
     #[error("{path}: unsupported layout document format {format} (this build reads format 1)")]
     UnsupportedFormat { path: String, format: u32 },
 
-    #[error("store: {0}")]
+    #[error("store request failed")]
     Store(#[from] object_store::Error),
 
     #[error(transparent)]
     Table(#[from] ravel_store::StoreError),
 
-    #[error("computing the clustering order: {0}")]
+    #[error("computing the clustering order")]
     Arrow(#[from] arrow::error::ArrowError),
 }
 

@@ -7,7 +7,7 @@ use ravel_store::Store;
 
 fn store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path().to_str().unwrap()).unwrap();
+    let store = Store::create(dir.path().to_str().unwrap()).unwrap();
     (dir, store)
 }
 

@@ -38,7 +38,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         strings: StringsArg::Binary,
     })?;
     let store_dir = args.dir.join("store");
-    let store = Store::open(store_dir.to_str().context("store path is not UTF-8")?)?;
+    let store = Store::create(store_dir.to_str().context("store path is not UTF-8")?)?;
     let service = LayoutStore::new(&store, "hits")?;
     let schema = crate::layout_cmd::parquet_schema(&input)?;
     crate::runtime()?.block_on(async {

@@ -7,6 +7,7 @@ use clap::{Args, Subcommand};
 use ravel_layout::{BloomScope, BucketWidth, ClusteringKey, Layout, LayoutStore, Updated};
 use ravel_store::Store;
 
+use crate::BadInput;
 use crate::gen_cmd::{ConventionArg, StringsArg};
 
 #[derive(Args, Debug)]
@@ -111,7 +112,20 @@ pub enum SchemaCommand {
 }
 
 pub fn run(args: LayoutArgs) -> Result<()> {
-    let store = Store::open(&args.store)?;
+    let writes = !matches!(
+        &args.command,
+        LayoutCommand::Show
+            | LayoutCommand::ClusteringKey(ClusteringKeyCommand::Show)
+            | LayoutCommand::Stream(StreamCommand::Show)
+            | LayoutCommand::Time(TimeCommand::Show)
+            | LayoutCommand::BloomScope(BloomScopeCommand::Show)
+            | LayoutCommand::Schema(SchemaCommand::Show)
+    );
+    let store = if writes {
+        Store::create(&args.store)?
+    } else {
+        Store::open(&args.store)?
+    };
     let service = LayoutStore::new(&store, &args.table)?;
     let table = args.table.clone();
     crate::runtime()?.block_on(async move {
@@ -277,9 +291,15 @@ pub fn run(args: LayoutArgs) -> Result<()> {
 
 /// The schema of a Parquet file, as Arrow reads it.
 pub fn parquet_schema(path: &std::path::Path) -> Result<arrow::datatypes::Schema> {
-    let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let file = std::fs::File::open(path)
+        .map_err(|e| BadInput(format!("cannot open {}: {e}", path.display())))?;
     let builder = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
-        .with_context(|| format!("reading the Parquet footer of {}", path.display()))?;
+        .map_err(|e| {
+            BadInput(format!(
+                "{} is not a readable Parquet file: {e}",
+                path.display()
+            ))
+        })?;
     Ok(builder.schema().as_ref().clone())
 }
 

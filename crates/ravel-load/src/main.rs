@@ -87,11 +87,16 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         if let Some(e) = cause.downcast_ref::<ravel_store::StoreError>() {
             return match e {
                 ravel_store::StoreError::BadUrl { .. }
-                | ravel_store::StoreError::BadTableName(_) => 2,
+                | ravel_store::StoreError::BadTableName(_)
+                | ravel_store::StoreError::NoSuchStore { .. } => 2,
                 _ => 1,
             };
         }
-        if let Some(ravel_hits::OutputError::UnknownFormat { .. }) = cause.downcast_ref() {
+        if let Some(
+            ravel_hits::OutputError::UnknownFormat { .. }
+            | ravel_hits::OutputError::NoSuchDirectory { .. },
+        ) = cause.downcast_ref()
+        {
             return 2;
         }
         if cause.downcast_ref::<BadInput>().is_some() {
@@ -106,7 +111,7 @@ fn exit_code(err: &anyhow::Error) -> u8 {
 #[error("{0}")]
 pub(crate) struct BadInput(pub String);
 
-/// A current-thread runtime for the store calls of one command.
+/// A small runtime for the store calls of one command.
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -132,6 +132,17 @@ fn gen_typed_parquet_and_tsv() {
         &["gen", "--rows", "5", "--out", p(&dir.path().join("x.csv"))],
     );
     assert!(err.contains(".parquet or .tsv"), "{err}");
+    let err = fails(
+        2,
+        &[
+            "gen",
+            "--rows",
+            "5",
+            "--out",
+            p(&dir.path().join("no/such/x.tsv")),
+        ],
+    );
+    assert!(err.contains("directory does not exist"), "{err}");
 }
 
 #[test]
@@ -144,6 +155,11 @@ fn layout_commands_on_a_local_store() {
         all.extend_from_slice(args);
         ok(&all)
     };
+    // Reading a store that does not exist is an error, not an empty table.
+    let err = fails(2, &["layout", "--store", s, "--table", "hits", "show"]);
+    assert!(err.contains("does not exist"), "{err}");
+    assert!(!store.exists());
+    std::fs::create_dir_all(&store).unwrap();
     let show: serde_json::Value = serde_json::from_str(&layout(&["show"])).unwrap();
     assert_eq!(show["generation"], 0);
     assert_eq!(show["stream"], "CounterID");
@@ -326,6 +342,35 @@ fn bad_input_exits_2_names_the_problem_and_writes_nothing() {
         "no layout document was written"
     );
 
+    let missing_path = dir.path().join("missing.parquet");
+    let missing = p(&missing_path);
+    let err = fails(
+        2,
+        &[
+            "layout", "--store", s, "--table", "t2", "schema", "set", "--from", missing,
+        ],
+    );
+    assert!(
+        err.contains("cannot open") && err.contains("missing.parquet"),
+        "{err}"
+    );
+    let not_parquet = dir.path().join("x.parquet");
+    std::fs::write(&not_parquet, b"not parquet").unwrap();
+    let err = fails(
+        2,
+        &[
+            "layout",
+            "--store",
+            s,
+            "--table",
+            "t2",
+            "schema",
+            "set",
+            "--from",
+            p(&not_parquet),
+        ],
+    );
+    assert!(err.contains("not a readable Parquet file"), "{err}");
     let err = fails(
         2,
         &[

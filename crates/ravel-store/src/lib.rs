@@ -29,13 +29,15 @@ use object_store::prefix::PrefixStore;
 pub enum StoreError {
     #[error("store URL {url:?}: {message}")]
     BadUrl { url: String, message: String },
-    #[error("cannot create local store directory {path}: {source}")]
+    #[error("cannot create local store directory {path}")]
     CreateDir {
         path: String,
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot open store {url}: {source}")]
+    #[error("store directory {path} does not exist (commands that write create it)")]
+    NoSuchStore { path: String },
+    #[error("cannot open store {url}")]
     Open {
         url: String,
         #[source]
@@ -121,18 +123,34 @@ impl fmt::Debug for Store {
 }
 
 impl Store {
-    /// Opens the store a URL names. Local directories are created when missing. S3 settings
-    /// come from the environment (`AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`,
-    /// `AWS_SECRET_ACCESS_KEY`, `AWS_ALLOW_HTTP`, ...), with ETag-matching conditional puts.
+    /// Opens an existing store: a local directory must exist (a mistyped path is an error,
+    /// not an empty store). S3 settings come from the environment (`AWS_ENDPOINT_URL`,
+    /// `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_ALLOW_HTTP`, ...), with
+    /// ETag-matching conditional puts.
     pub fn open(url: &str) -> Result<Store, StoreError> {
+        Store::open_with(url, false)
+    }
+
+    /// Opens a store to write to, creating a local directory when missing.
+    pub fn create(url: &str) -> Result<Store, StoreError> {
+        Store::open_with(url, true)
+    }
+
+    fn open_with(url: &str, create: bool) -> Result<Store, StoreError> {
         let location = StoreLocation::parse(url)?;
         let shown = location.to_string();
         match location {
             StoreLocation::Local(path) => {
-                std::fs::create_dir_all(&path).map_err(|source| StoreError::CreateDir {
-                    path: path.display().to_string(),
-                    source,
-                })?;
+                if create {
+                    std::fs::create_dir_all(&path).map_err(|source| StoreError::CreateDir {
+                        path: path.display().to_string(),
+                        source,
+                    })?;
+                } else if !path.is_dir() {
+                    return Err(StoreError::NoSuchStore {
+                        path: path.display().to_string(),
+                    });
+                }
                 let fs = LocalFileSystem::new_with_prefix(&path)
                     .map_err(|source| StoreError::Open {
                         url: shown.clone(),
@@ -292,8 +310,14 @@ mod tests {
     async fn opens_a_local_directory_and_creates_it() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("nested/store");
-        let store = Store::open(root.to_str().unwrap()).unwrap();
+        assert!(matches!(
+            Store::open(root.to_str().unwrap()),
+            Err(StoreError::NoSuchStore { .. })
+        ));
+        assert!(!root.exists());
+        let store = Store::create(root.to_str().unwrap()).unwrap();
         assert!(root.is_dir());
+        Store::open(root.to_str().unwrap()).unwrap();
         store
             .object_store()
             .put(&Path::from("t/x"), b"1".to_vec().into())

@@ -26,7 +26,7 @@ pub enum TierError {
         source_name: String,
         message: String,
     },
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Io {
         path: String,
         #[source]
