@@ -124,10 +124,21 @@ impl<W: Write + Send> ParallelWriter<W> {
         Ok(())
     }
 
+    /// Adds a key-value entry to the file's footer metadata.
+    pub fn append_key_value_metadata(&mut self, kv: parquet::file::metadata::KeyValue) {
+        self.writer.append_key_value_metadata(kv);
+    }
+
     /// Flushes and writes the footer.
     pub fn close(mut self) -> Result<ParquetMetaData> {
         self.flush()?;
         self.writer.close()
+    }
+
+    /// Flushes, writes the footer and returns the output.
+    pub fn into_inner(mut self) -> Result<W> {
+        self.flush()?;
+        self.writer.into_inner()
     }
 }
 

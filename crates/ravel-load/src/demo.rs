@@ -70,5 +70,31 @@ pub fn run(args: DemoArgs) -> Result<()> {
             u.layout.bloom.scope.columns(&schema).join(", ")
         );
         anyhow::Ok(())
-    })
+    })?;
+    let manifests = store_dir.join("hits/manifests");
+    if std::fs::read_dir(&manifests).is_ok_and(|mut d| d.next().is_some()) {
+        println!(
+            "\n== load\nthe demo table is already loaded ({}); delete {} to start over",
+            manifests.display(),
+            args.dir.display()
+        );
+        return Ok(());
+    }
+    println!("\n== load");
+    crate::load_cmd::run(crate::load_cmd::LoadArgs {
+        store: store_dir
+            .to_str()
+            .context("store path is not UTF-8")?
+            .to_string(),
+        table: "hits".into(),
+        input: vec![input],
+        object_bytes: None,
+        target_bytes: None,
+        pipeline_depth: None,
+        load_budget: None,
+        max_flush_delay: None,
+        zstd_level: 3,
+        json: false,
+    })?;
+    Ok(())
 }

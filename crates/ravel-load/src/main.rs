@@ -4,6 +4,7 @@
 mod demo;
 mod gen_cmd;
 mod layout_cmd;
+mod load_cmd;
 
 use std::process::ExitCode;
 
@@ -27,6 +28,8 @@ enum Command {
     Gen(gen_cmd::GenArgs),
     /// Show or change a table's layout settings (clustering key, stream, time, Bloom scope).
     Layout(layout_cmd::LayoutArgs),
+    /// Load Parquet files into a table, clustered by its layout.
+    Load(load_cmd::LoadArgs),
     /// Print the load geometry this machine's memory selects.
     Tier {
         /// Print JSON.
@@ -65,6 +68,7 @@ fn run(command: Command) -> Result<()> {
     match command {
         Command::Gen(args) => gen_cmd::run(args),
         Command::Layout(args) => layout_cmd::run(args),
+        Command::Load(args) => load_cmd::run(args).map(|_| ()),
         Command::Tier { json } => {
             let tier = ravel_tier::Tier::detect()?;
             if json {
@@ -98,6 +102,9 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         ) = cause.downcast_ref()
         {
             return 2;
+        }
+        if let Some(e) = cause.downcast_ref::<ravel_loader::LoadError>() {
+            return if e.is_invalid_input() { 2 } else { 1 };
         }
         if cause.downcast_ref::<BadInput>().is_some() {
             return 2;

@@ -520,9 +520,29 @@ fn demo_generates_records_and_sets_the_hits_layout() {
         d.join("store/hits/_layout/00000000000000000001.json")
             .is_file()
     );
-    // Running it again changes nothing.
+    assert!(out.contains("loaded 5000 rows into"), "{out}");
+    assert_eq!(
+        std::fs::read_dir(d.join("store/hits/manifests"))
+            .unwrap()
+            .count(),
+        1
+    );
+    assert!(
+        std::fs::read_dir(d.join("store/hits/data"))
+            .unwrap()
+            .count()
+            >= 1
+    );
+    // Running it again changes nothing: the layout is unchanged and the rows are not loaded twice.
     let out = ok(&["demo", "--dir", p(&d), "--rows", "5000"]);
     assert!(out.contains("layout: unchanged (generation 1)"), "{out}");
+    assert!(out.contains("already loaded"), "{out}");
+    assert_eq!(
+        std::fs::read_dir(d.join("store/hits/manifests"))
+            .unwrap()
+            .count(),
+        1
+    );
 }
 
 #[test]

@@ -1,0 +1,154 @@
+//! `ravel-load load`.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use ravel_loader::{LoadOptions, LoadReport};
+use ravel_store::Store;
+use ravel_tier::Tier;
+
+use crate::BadInput;
+
+#[derive(Args, Debug, Clone)]
+pub struct LoadArgs {
+    /// The store: a local directory or s3://bucket/prefix (S3 settings from AWS_* variables).
+    #[arg(long, env = "RAVEL_STORE", default_value = "./ravel-store")]
+    pub store: String,
+    /// The table.
+    #[arg(long)]
+    pub table: String,
+    /// Input Parquet files, loaded in order.
+    #[arg(long, required = true, num_args = 1..)]
+    pub input: Vec<PathBuf>,
+    /// Target stored size of one object, bytes (tier default).
+    #[arg(long)]
+    pub object_bytes: Option<u64>,
+    /// Buffered bytes that trigger a sorted run (default: half of what the budget leaves after
+    /// the objects in flight).
+    #[arg(long)]
+    pub target_bytes: Option<u64>,
+    /// Objects encoded or uploading at once (tier default).
+    #[arg(long)]
+    pub pipeline_depth: Option<usize>,
+    /// Bytes the loader may hold at once (tier default).
+    #[arg(long)]
+    pub load_budget: Option<u64>,
+    /// Seconds after which a buffer is flushed however small (tier default).
+    #[arg(long)]
+    pub max_flush_delay: Option<f64>,
+    /// zstd level of the objects.
+    #[arg(long, default_value_t = 3)]
+    pub zstd_level: i32,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn options(args: &LoadArgs, tier: &Tier) -> Result<LoadOptions> {
+    let mut o = LoadOptions::from_tier(tier);
+    if let Some(v) = args.object_bytes {
+        o.object_bytes = v;
+    }
+    o.target_bytes = args.target_bytes;
+    if let Some(v) = args.pipeline_depth {
+        o.pipeline_depth = v;
+    }
+    if let Some(v) = args.load_budget {
+        o.load_budget = v;
+    }
+    if let Some(v) = args.max_flush_delay {
+        o.max_flush_delay = Duration::try_from_secs_f64(v)
+            .map_err(|_| BadInput(format!("--max-flush-delay {v}: not a duration in seconds")))?;
+    }
+    o.zstd_level = args.zstd_level;
+    if o.object_bytes == 0 || o.pipeline_depth == 0 || o.load_budget == 0 {
+        return Err(BadInput(
+            "--object-bytes, --pipeline-depth and --load-budget must be positive".into(),
+        )
+        .into());
+    }
+    if !(1..=22).contains(&o.zstd_level) {
+        return Err(BadInput(format!(
+            "--zstd-level {}: zstd levels are 1 to 22",
+            o.zstd_level
+        ))
+        .into());
+    }
+    Ok(o)
+}
+
+pub fn run(args: LoadArgs) -> Result<LoadReport> {
+    let tier = Tier::detect()?;
+    let opts = options(&args, &tier)?;
+    eprintln!(
+        "geometry: {} tier; objects ~{} bytes, pipeline depth {}, load budget {} bytes, run trigger {} bytes, max flush delay {} s",
+        tier.name,
+        opts.object_bytes,
+        opts.pipeline_depth,
+        opts.load_budget,
+        opts.flush_trigger(),
+        opts.max_flush_delay.as_secs_f64()
+    );
+    let store = Store::create(&args.store)?;
+    let bar = ProgressBar::new_spinner().with_style(
+        ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").expect("valid template"),
+    );
+    let started = Instant::now();
+    let report = crate::runtime()?.block_on(ravel_loader::load_parquet_files(
+        &store,
+        &args.table,
+        opts,
+        &args.input,
+        |rows, loader| {
+            bar.set_message(format!(
+                "{rows} rows read, budget {:.0} MB in use",
+                loader.budget_in_use() as f64 / 1e6
+            ))
+        },
+    ));
+    bar.finish_and_clear();
+    let report = report
+        .with_context(|| format!("loading into table {} in {}", args.table, store.location()))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_summary(&report, started.elapsed().as_secs_f64());
+    }
+    Ok(report)
+}
+
+fn print_summary(r: &LoadReport, wall: f64) {
+    let mut sizes: Vec<u64> = r.objects.iter().map(|o| o.bytes).collect();
+    sizes.sort_unstable();
+    let pct = |p: f64| {
+        sizes
+            .get(((sizes.len() as f64 - 1.0) * p).round() as usize)
+            .copied()
+            .unwrap_or(0)
+    };
+    println!(
+        "loaded {} rows into {} objects ({} bytes) in {} run(s), {:.2} s ({:.0} rows/s); manifest {}",
+        r.rows,
+        r.objects.len(),
+        r.stored_bytes,
+        r.runs,
+        wall,
+        r.rows as f64 / wall.max(1e-9),
+        r.load_id
+    );
+    println!(
+        "object bytes: min {} / median {} / max {}; layout generation {}",
+        pct(0.0),
+        pct(0.5),
+        pct(1.0),
+        r.layout.generation
+    );
+    let s = &r.stages;
+    println!(
+        "stages: read {:.2} s, sort {:.2} s, encode {:.2} s, upload {:.2} s (summed over tasks), commit {:.2} s; peak budget {} bytes",
+        s.read_s, s.sort_s, s.encode_s, s.upload_s, s.commit_s, r.peak_budget_bytes
+    );
+}

@@ -1,0 +1,57 @@
+//! Errors of a load.
+
+/// What went wrong in a load. Nothing is published when a load fails.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Layout(#[from] ravel_layout::LayoutError),
+
+    #[error(
+        "a batch of {batch_bytes} bytes is larger than the whole load budget of {budget} bytes; raise --load-budget or push smaller batches"
+    )]
+    BatchOverBudget { batch_bytes: u64, budget: u64 },
+
+    #[error("input {input}: column {column:?} {problem}")]
+    Schema {
+        input: String,
+        column: String,
+        problem: String,
+    },
+
+    #[error("input {input}: {message}")]
+    Input { input: String, message: String },
+
+    #[error("encoding an object")]
+    Encode(#[from] parquet::errors::ParquetError),
+
+    #[error("sorting a run")]
+    Arrow(#[from] arrow::error::ArrowError),
+
+    #[error("storing {key}")]
+    Store {
+        key: String,
+        #[source]
+        source: object_store::Error,
+    },
+
+    #[error("load failed after storing {} object(s) that no manifest lists (gc collects them): {}", left_behind.len(), left_behind.join(", "))]
+    Failed {
+        left_behind: Vec<String>,
+        #[source]
+        source: Box<LoadError>,
+    },
+}
+
+impl LoadError {
+    /// True when the error is about the input or the request (exit code 2).
+    pub fn is_invalid_input(&self) -> bool {
+        match self {
+            LoadError::Layout(e) => e.is_invalid_input(),
+            LoadError::BatchOverBudget { .. }
+            | LoadError::Schema { .. }
+            | LoadError::Input { .. } => true,
+            LoadError::Failed { source, .. } => source.is_invalid_input(),
+            _ => false,
+        }
+    }
+}

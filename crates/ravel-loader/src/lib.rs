@@ -1,0 +1,17 @@
+//! The clustered load: batches are buffered under one memory budget, sorted in runs by the
+//! table's clustering order, cut into objects (one Parquet file, one row group each) near a
+//! target size, stored under content-addressed names, and published by one manifest written
+//! last.
+
+mod error;
+mod loader;
+mod manifest;
+mod object;
+mod options;
+mod source;
+
+pub use error::LoadError;
+pub use loader::{LoadReport, Loader, StageTimes};
+pub use manifest::{MANIFEST_FORMAT, Manifest, ObjectEntry};
+pub use options::LoadOptions;
+pub use source::{READ_BATCH_ROWS, load_parquet_files};

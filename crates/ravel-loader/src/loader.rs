@@ -1,0 +1,492 @@
+//! The loader: push batches, finish → report.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use arrow::array::RecordBatch;
+use arrow::compute::{concat_batches, take_record_batch};
+use arrow::datatypes::SchemaRef;
+use object_store::path::Path;
+use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
+use ravel_layout::{ClusteringOrder, Layout, LayoutStore};
+use ravel_store::{Store, TablePaths};
+use serde::Serialize;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+
+use crate::manifest::{MANIFEST_FORMAT, Manifest, ObjectEntry};
+use crate::object::{Encoded, cut_run, writer_properties};
+use crate::{LoadError, LoadOptions};
+
+/// The budget counts in KiB so that tokio's u32 permit counts cover budgets up to 4 TiB.
+const UNIT: u64 = 1024;
+
+fn units(bytes: u64) -> u32 {
+    bytes.div_ceil(UNIT).min(u32::MAX as u64) as u32
+}
+
+/// Seconds spent per stage.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StageTimes {
+    /// Waiting for input (measured by the caller's source; see [`Loader::add_read_time`]).
+    pub read_s: f64,
+    pub sort_s: f64,
+    pub encode_s: f64,
+    pub upload_s: f64,
+    pub commit_s: f64,
+}
+
+/// What a load did.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadReport {
+    pub table: String,
+    pub load_id: String,
+    pub layout: Layout,
+    pub options: LoadOptions,
+    pub flush_trigger_bytes: u64,
+    pub rows: u64,
+    pub runs: u64,
+    pub stored_bytes: u64,
+    pub objects: Vec<ObjectEntry>,
+    pub stages: StageTimes,
+    pub peak_budget_bytes: u64,
+    pub wall_s: f64,
+}
+
+/// Loads batches into one table of one store.
+pub struct Loader {
+    store: Arc<dyn ObjectStore>,
+    table: TablePaths,
+    layout_store: LayoutStore,
+    layout: Layout,
+    opts: LoadOptions,
+    schema: Option<SchemaRef>,
+    recorded_schema: Option<arrow::datatypes::Schema>,
+    order: Option<ClusteringOrder>,
+    budget: Arc<Semaphore>,
+    buffer: Vec<(RecordBatch, OwnedSemaphorePermit)>,
+    buffered_bytes: u64,
+    oldest: Option<Instant>,
+    objects: Vec<ObjectEntry>,
+    runs: u64,
+    rows: u64,
+    stages: StageTimes,
+    peak_budget_bytes: u64,
+    /// Stored / estimated object size, learned across runs (see `cut_run`).
+    calibration: Option<f64>,
+    started: Instant,
+}
+
+impl Loader {
+    /// A loader for `table`; reads the table's layout (which the load never changes).
+    pub async fn new(store: &Store, table: &str, opts: LoadOptions) -> Result<Loader, LoadError> {
+        let layout_store = LayoutStore::new(store, table)?;
+        let layout = layout_store.load().await?;
+        layout.validate()?;
+        let recorded_schema = layout_store.schema().await?;
+        let budget_units = units(opts.load_budget).max(1) as usize;
+        Ok(Loader {
+            store: store.object_store().clone(),
+            table: layout_store.table().clone(),
+            layout_store,
+            layout,
+            opts,
+            schema: None,
+            recorded_schema,
+            order: None,
+            budget: Arc::new(Semaphore::new(budget_units)),
+            buffer: Vec::new(),
+            buffered_bytes: 0,
+            oldest: None,
+            objects: Vec::new(),
+            runs: 0,
+            rows: 0,
+            stages: StageTimes::default(),
+            peak_budget_bytes: 0,
+            calibration: None,
+            started: Instant::now(),
+        })
+    }
+
+    /// The layout this load applies.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Adds time a source spent reading, for the report.
+    pub fn add_read_time(&mut self, d: Duration) {
+        self.stages.read_s += d.as_secs_f64();
+    }
+
+    /// Checks the first batch's schema against the table and the layout, before any object is
+    /// written.
+    fn accept_schema(&mut self, batch: &RecordBatch, input: &str) -> Result<(), LoadError> {
+        let schema = batch.schema();
+        if let Some(s) = &self.schema {
+            return check_same(s, &schema, input);
+        }
+        if let Some(recorded) = &self.recorded_schema {
+            check_same(&Arc::new(recorded.clone()), &schema, input)?;
+        }
+        self.layout.validate_for(&schema)?;
+        self.order = ClusteringOrder::try_new(&self.layout, &schema)?;
+        self.schema = Some(schema);
+        Ok(())
+    }
+
+    /// Adds a batch. Waits while the load budget is full; flushes a run when the buffer
+    /// reaches the flush trigger or its oldest row is older than the age trigger.
+    pub async fn push(&mut self, batch: RecordBatch) -> Result<(), LoadError> {
+        self.push_from(batch, "pushed batch").await
+    }
+
+    /// [`Loader::push`], naming the input in errors.
+    pub async fn push_from(&mut self, batch: RecordBatch, input: &str) -> Result<(), LoadError> {
+        self.accept_schema(&batch, input)?;
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let bytes = batch.get_array_memory_size() as u64;
+        if bytes > self.opts.load_budget {
+            return Err(LoadError::BatchOverBudget {
+                batch_bytes: bytes,
+                budget: self.opts.load_budget,
+            });
+        }
+        let permit = self
+            .budget
+            .clone()
+            .acquire_many_owned(units(bytes))
+            .await
+            .expect("the budget is never closed");
+        self.peak_budget_bytes = self.peak_budget_bytes.max(self.budget_in_use());
+        self.rows += batch.num_rows() as u64;
+        self.buffered_bytes += bytes;
+        self.oldest.get_or_insert_with(Instant::now);
+        self.buffer.push((batch, permit));
+        let aged = self
+            .oldest
+            .is_some_and(|t| t.elapsed() >= self.opts.max_flush_delay);
+        if self.buffered_bytes >= self.opts.flush_trigger() || aged {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Bytes of the budget in use now.
+    pub fn budget_in_use(&self) -> u64 {
+        let total = units(self.opts.load_budget).max(1) as u64;
+        (total - self.budget.available_permits() as u64) * UNIT
+    }
+
+    /// Sorts the buffer as one run, cuts it into objects and stores them.
+    async fn flush(&mut self) -> Result<(), LoadError> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let schema = self
+            .schema
+            .clone()
+            .expect("a buffered batch set the schema");
+        let (batches, permits): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.buffer).into_iter().unzip();
+        self.buffered_bytes = 0;
+        self.oldest = None;
+        let run_no = self.runs;
+        self.runs += 1;
+
+        let order = self.order.clone();
+        let props = writer_properties(
+            &self.layout,
+            &schema,
+            self.opts.zstd_level,
+            batches.iter().map(|b| b.num_rows() as u64).sum(),
+        )?;
+        let object_bytes = self.opts.object_bytes;
+        let depth = self.opts.pipeline_depth.max(1);
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<(Encoded, OwnedSemaphorePermit)>(depth);
+        let budget = self.budget.clone();
+        // An object never waits for more than a quarter of the budget, so a run and its
+        // objects always fit.
+        let max_object_units = (units(self.opts.load_budget) / 4).max(1);
+        let handle = tokio::runtime::Handle::current();
+        // Sort and encode on a blocking thread (rayon inside); objects stream to the uploads.
+        let calibration = self.calibration;
+        let worker =
+            tokio::task::spawn_blocking(move || -> Result<(f64, f64, Option<f64>), LoadError> {
+                let t = Instant::now();
+                let run = concat_batches(&schema, &batches)?;
+                drop(batches);
+                let run = match &order {
+                    Some(o) => {
+                        let perm = o.permutation(&run)?;
+                        take_record_batch(&run, &perm)?
+                    }
+                    None => run,
+                };
+                let sort_s = t.elapsed().as_secs_f64();
+                let t = Instant::now();
+                let calibration = cut_run(
+                    &run,
+                    order.as_ref(),
+                    &props,
+                    object_bytes,
+                    calibration,
+                    |obj| {
+                        // Encoded bytes are charged to the budget until their upload completes.
+                        let permit = handle
+                            .block_on(budget.clone().acquire_many_owned(
+                                units(obj.bytes.len() as u64).min(max_object_units),
+                            ))
+                            .expect("the budget is never closed");
+                        tx.blocking_send((obj, permit))
+                            .map_err(|_| LoadError::Input {
+                                input: "upload pipeline".into(),
+                                message: "closed".into(),
+                            })
+                    },
+                )?;
+                drop(permits);
+                Ok((sort_s, t.elapsed().as_secs_f64(), calibration))
+            });
+
+        let mut uploads: JoinSet<Uploaded> = JoinSet::new();
+        let mut failure: Option<LoadError> = None;
+        let mut stored: Vec<(usize, ObjectEntry)> = Vec::new();
+        let mut seq = 0usize;
+        while let Some((obj, permit)) = rx.recv().await {
+            let position = seq;
+            seq += 1;
+            self.peak_budget_bytes = self.peak_budget_bytes.max(self.budget_in_use());
+            while uploads.len() >= depth {
+                collect(
+                    uploads.join_next().await,
+                    &mut stored,
+                    &mut failure,
+                    &mut self.stages,
+                );
+            }
+            let store = self.store.clone();
+            let dir = self.table.data_dir();
+            uploads.spawn(async move {
+                let t = Instant::now();
+                let entry = upload(&store, &dir, obj, run_no).await;
+                drop(permit);
+                entry.map(|e| (position, e, t.elapsed().as_secs_f64()))
+            });
+        }
+        while let Some(r) = uploads.join_next().await {
+            collect(Some(r), &mut stored, &mut failure, &mut self.stages);
+        }
+        let worked = worker.await.expect("the sort/encode task does not panic");
+        // In run order: the objects of a run follow each other in key order.
+        stored.sort_by_key(|(position, _)| *position);
+        self.objects.extend(stored.into_iter().map(|(_, e)| e));
+        match (worked, failure) {
+            (Err(e), _) | (Ok(_), Some(e)) => Err(e),
+            (Ok((sort_s, encode_s, calibration)), None) => {
+                self.calibration = calibration;
+                self.stages.sort_s += sort_s;
+                self.stages.encode_s += encode_s;
+                Ok(())
+            }
+        }
+    }
+
+    /// Flushes what is buffered, waits for every upload, writes the manifest and returns the
+    /// report. On failure nothing is published and the error lists the objects left behind.
+    pub async fn finish(mut self) -> Result<LoadReport, LoadError> {
+        match self.finish_inner().await {
+            Ok(report) => Ok(report),
+            Err(e) if self.objects.is_empty() => Err(e),
+            Err(e) => Err(LoadError::Failed {
+                left_behind: self.objects.iter().map(|o| o.key.clone()).collect(),
+                source: Box::new(e),
+            }),
+        }
+    }
+
+    async fn finish_inner(&mut self) -> Result<LoadReport, LoadError> {
+        self.flush().await?;
+        let t = Instant::now();
+        let committed_at_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let mut h = blake3::Hasher::new();
+        for o in &self.objects {
+            h.update(o.key.as_bytes());
+        }
+        h.update(&committed_at_ms.to_le_bytes());
+        h.update(&std::process::id().to_le_bytes());
+        let load_id = format!("{committed_at_ms:013}-{}", &h.finalize().to_hex()[..16]);
+        let schema = match &self.schema {
+            Some(s) => s.as_ref().clone(),
+            None => self
+                .recorded_schema
+                .clone()
+                .unwrap_or_else(arrow::datatypes::Schema::empty),
+        };
+        if self.schema.is_some() && self.recorded_schema.is_none() {
+            self.layout_store.record_schema(&schema).await?;
+        }
+        let sort_key = match &self.layout.clustering_key {
+            Some(k) => {
+                let mut v: Vec<String> = self.layout.stream.iter().cloned().collect();
+                v.push(format!(
+                    "{} div {}s",
+                    self.layout.time,
+                    k.bucket_width.seconds()
+                ));
+                v.extend(k.columns.iter().cloned());
+                v.push(self.layout.time.clone());
+                v
+            }
+            None => Vec::new(),
+        };
+        let manifest = Manifest {
+            format: MANIFEST_FORMAT,
+            load_id: load_id.clone(),
+            committed_at_ms,
+            layout_generation: self.layout.generation,
+            sort_key,
+            schema,
+            objects: self.objects.clone(),
+        };
+        let path = self.table.manifests_dir().join(format!("{load_id}.json"));
+        let json = serde_json::to_vec_pretty(&manifest).expect("a manifest serializes");
+        self.store
+            .put_opts(
+                &path,
+                PutPayload::from(json),
+                PutOptions::from(PutMode::Create),
+            )
+            .await
+            .map_err(|source| LoadError::Store {
+                key: path.to_string(),
+                source,
+            })?;
+        self.stages.commit_s += t.elapsed().as_secs_f64();
+        Ok(LoadReport {
+            table: self.table.name().to_string(),
+            load_id,
+            layout: self.layout.clone(),
+            options: self.opts.clone(),
+            flush_trigger_bytes: self.opts.flush_trigger(),
+            rows: self.rows,
+            runs: self.runs,
+            stored_bytes: self.objects.iter().map(|o| o.bytes).sum(),
+            objects: self.objects.clone(),
+            stages: self.stages.clone(),
+            peak_budget_bytes: self.peak_budget_bytes,
+            wall_s: self.started.elapsed().as_secs_f64(),
+        })
+    }
+}
+
+/// An upload's outcome: the object's position in its run, its entry, seconds spent.
+type Uploaded = Result<(usize, ObjectEntry, f64), LoadError>;
+
+fn collect(
+    joined: Option<Result<Uploaded, tokio::task::JoinError>>,
+    stored: &mut Vec<(usize, ObjectEntry)>,
+    failure: &mut Option<LoadError>,
+    stages: &mut StageTimes,
+) {
+    match joined {
+        Some(Ok(Ok((position, entry, secs)))) => {
+            stages.upload_s += secs;
+            stored.push((position, entry));
+        }
+        Some(Ok(Err(e))) => {
+            failure.get_or_insert(e);
+        }
+        Some(Err(join)) => panic!("an upload task panicked: {join}"),
+        None => {}
+    }
+}
+
+/// Stores an object under its content hash, create-if-absent: a repeated upload is harmless.
+async fn upload(
+    store: &Arc<dyn ObjectStore>,
+    dir: &Path,
+    obj: Encoded,
+    run: u64,
+) -> Result<ObjectEntry, LoadError> {
+    let hash = blake3::hash(&obj.bytes);
+    let path = dir.clone().join(format!("{}.parquet", hash.to_hex()));
+    let bytes = obj.bytes.len() as u64;
+    match store
+        .put_opts(
+            &path,
+            PutPayload::from(obj.bytes),
+            PutOptions::from(PutMode::Create),
+        )
+        .await
+    {
+        Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => {}
+        Err(source) => {
+            return Err(LoadError::Store {
+                key: path.to_string(),
+                source,
+            });
+        }
+    }
+    Ok(ObjectEntry {
+        key: path.to_string(),
+        rows: obj.rows as u64,
+        bytes,
+        run,
+        first_key: obj.first_key,
+        last_key: obj.last_key,
+    })
+}
+
+fn check_same(table: &SchemaRef, batch: &SchemaRef, input: &str) -> Result<(), LoadError> {
+    for f in table.fields() {
+        match batch.field_with_name(f.name()) {
+            Err(_) => {
+                return Err(LoadError::Schema {
+                    input: input.into(),
+                    column: f.name().clone(),
+                    problem: "is missing".into(),
+                });
+            }
+            Ok(g) if g.data_type() != f.data_type() => {
+                return Err(LoadError::Schema {
+                    input: input.into(),
+                    column: f.name().clone(),
+                    problem: format!(
+                        "has type {}, the table's is {}",
+                        g.data_type(),
+                        f.data_type()
+                    ),
+                });
+            }
+            Ok(_) => {}
+        }
+    }
+    if let Some(extra) = batch
+        .fields()
+        .iter()
+        .find(|g| table.field_with_name(g.name()).is_err())
+    {
+        return Err(LoadError::Schema {
+            input: input.into(),
+            column: extra.name().clone(),
+            problem: "is not in the table's schema".into(),
+        });
+    }
+    if table
+        .fields()
+        .iter()
+        .map(|f| f.name())
+        .ne(batch.fields().iter().map(|f| f.name()))
+    {
+        return Err(LoadError::Schema {
+            input: input.into(),
+            column: batch.field(0).name().clone(),
+            problem: "columns are in another order than the table's".into(),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,206 @@
+//! Objects: a sorted run cut into Parquet files of exactly one row group each, closed when the
+//! writer's encoded-size estimate reaches the target.
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use arrow::datatypes::Schema;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::{KeyValue, SortingColumn};
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
+use ravel_encode::ParallelWriter;
+use ravel_layout::{ClusteringOrder, Layout};
+use serde_json::Value;
+
+use crate::LoadError;
+
+/// Rows handed to the writer between two size checks.
+const CHUNK_ROWS: usize = 8192;
+
+/// One encoded object, not yet stored.
+#[derive(Debug)]
+pub(crate) struct Encoded {
+    pub bytes: bytes::Bytes,
+    pub rows: usize,
+    pub first_key: Option<Vec<Value>>,
+    pub last_key: Option<Vec<Value>>,
+}
+
+/// Writer properties of the objects of a load.
+pub(crate) fn writer_properties(
+    layout: &Layout,
+    schema: &Schema,
+    zstd_level: i32,
+    bloom_ndv: u64,
+) -> Result<WriterProperties, LoadError> {
+    let mut b = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(zstd_level)?))
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_max_row_group_row_count(None)
+        .set_bloom_filter_enabled(false);
+    for name in layout.bloom.scope.columns(schema) {
+        let path = ColumnPath::from(name);
+        b = b
+            .set_column_bloom_filter_enabled(path.clone(), true)
+            .set_column_bloom_filter_fpp(path.clone(), layout.bloom.fpp)
+            .set_column_bloom_filter_max_ndv(path, bloom_ndv.max(1));
+    }
+    // Only the stream column is declared: the rows are sorted by (stream, time bucket, key…,
+    // time), and the bucket is no column, so no longer prefix of real columns is sorted.
+    if layout.clustering_key.is_some()
+        && let Some(stream) = &layout.stream
+        && let Ok(idx) = schema.index_of(stream)
+    {
+        b = b.set_sorting_columns(Some(vec![SortingColumn {
+            column_idx: idx as i32,
+            descending: false,
+            nulls_first: true,
+        }]));
+    }
+    let mut kv = vec![KeyValue::new(
+        "ravel.layout_generation".into(),
+        layout.generation.to_string(),
+    )];
+    if let Some(k) = &layout.clustering_key {
+        let mut parts = Vec::new();
+        if let Some(s) = &layout.stream {
+            parts.push(s.clone());
+        }
+        parts.push(format!("{} div {}s", layout.time, k.bucket_width.seconds()));
+        parts.extend(k.columns.iter().cloned());
+        parts.push(layout.time.clone());
+        kv.push(KeyValue::new("ravel.sort_key".into(), parts.join(", ")));
+    }
+    b = b.set_key_value_metadata(Some(kv));
+    Ok(b.build())
+}
+
+/// A sort key value as JSON: integers and temporal values as numbers (in the column's own
+/// unit), strings as strings, bytes as lowercase hex, null as null.
+pub(crate) fn key_value(a: &dyn Array, i: usize) -> Value {
+    use arrow::datatypes::*;
+    if a.is_null(i) {
+        return Value::Null;
+    }
+    macro_rules! num {
+        ($t:ty) => {
+            Value::from(a.as_primitive::<$t>().value(i))
+        };
+    }
+    match a.data_type() {
+        DataType::Int8 => num!(Int8Type),
+        DataType::Int16 => num!(Int16Type),
+        DataType::Int32 => num!(Int32Type),
+        DataType::Int64 => num!(Int64Type),
+        DataType::UInt8 => num!(UInt8Type),
+        DataType::UInt16 => num!(UInt16Type),
+        DataType::UInt32 => num!(UInt32Type),
+        DataType::UInt64 => num!(UInt64Type),
+        DataType::Float32 => num!(Float32Type),
+        DataType::Float64 => num!(Float64Type),
+        DataType::Date32 => num!(Date32Type),
+        DataType::Date64 => num!(Date64Type),
+        DataType::Timestamp(TimeUnit::Second, _) => num!(TimestampSecondType),
+        DataType::Timestamp(TimeUnit::Millisecond, _) => num!(TimestampMillisecondType),
+        DataType::Timestamp(TimeUnit::Microsecond, _) => num!(TimestampMicrosecondType),
+        DataType::Timestamp(TimeUnit::Nanosecond, _) => num!(TimestampNanosecondType),
+        DataType::Boolean => Value::from(a.as_boolean().value(i)),
+        DataType::Utf8 => Value::from(a.as_string::<i32>().value(i)),
+        DataType::LargeUtf8 => Value::from(a.as_string::<i64>().value(i)),
+        DataType::Utf8View => Value::from(a.as_string_view().value(i)),
+        DataType::Binary => hex(a.as_binary::<i32>().value(i)),
+        DataType::LargeBinary => hex(a.as_binary::<i64>().value(i)),
+        DataType::BinaryView => hex(a.as_binary_view().value(i)),
+        DataType::FixedSizeBinary(_) => hex(a.as_fixed_size_binary().value(i)),
+        other => Value::from(format!("<{other}>")),
+    }
+}
+
+fn hex(b: &[u8]) -> Value {
+    Value::from(b.iter().map(|x| format!("{x:02x}")).collect::<String>())
+}
+
+fn key_at(cols: &[ArrayRef], i: usize) -> Vec<Value> {
+    cols.iter().map(|c| key_value(c.as_ref(), i)).collect()
+}
+
+/// Cuts a sorted run into objects of about `object_bytes`, calling `emit` with each as soon as
+/// it is encoded. Every object has exactly one row group; only the last may be smaller.
+///
+/// The writer's running estimate counts the open pages uncompressed, so it overshoots the
+/// stored size. `calibration` (stored / estimated, of the objects closed so far; `None` before
+/// the first) scales the threshold; the updated value is returned for the next run. The
+/// load's first full object is encoded again when the uncalibrated estimate missed the target
+/// by more than 15 %, so that no object pays for the estimator's first guess.
+pub(crate) fn cut_run(
+    run: &RecordBatch,
+    order: Option<&ClusteringOrder>,
+    props: &WriterProperties,
+    object_bytes: u64,
+    calibration: Option<f64>,
+    mut emit: impl FnMut(Encoded) -> Result<(), LoadError>,
+) -> Result<Option<f64>, LoadError> {
+    let mut calibration = calibration;
+    let key_cols = match order {
+        Some(o) => Some(o.key_columns(run)?),
+        None => None,
+    };
+    let schema = run.schema();
+    let n = run.num_rows();
+    let mut start = 0;
+    while start < n {
+        let mut w = ParallelWriter::try_new(
+            Vec::with_capacity(object_bytes as usize + (1 << 20)),
+            schema.clone(),
+            props.clone(),
+            usize::MAX,
+        )?;
+        let threshold = object_bytes as f64 / calibration.unwrap_or(1.0);
+        let mut end = start;
+        let mut estimate = 0usize;
+        while end < n {
+            let len = CHUNK_ROWS.min(n - end);
+            w.write(&run.slice(end, len))?;
+            end += len;
+            estimate = w.estimated_group_bytes();
+            if estimate as f64 >= threshold {
+                break;
+            }
+        }
+        let (first_key, last_key) = match &key_cols {
+            Some(cols) => (Some(key_at(cols, start)), Some(key_at(cols, end - 1))),
+            None => (None, None),
+        };
+        if let (Some(f), Some(l)) = (&first_key, &last_key) {
+            w.append_key_value_metadata(KeyValue::new(
+                "ravel.first_key".into(),
+                Value::from(f.clone()).to_string(),
+            ));
+            w.append_key_value_metadata(KeyValue::new(
+                "ravel.last_key".into(),
+                Value::from(l.clone()).to_string(),
+            ));
+        }
+        let bytes = w.into_inner()?;
+        if end < n && estimate > 0 {
+            // A full-size object: learn how the estimate relates to the stored size.
+            let seen = bytes.len() as f64 / estimate as f64;
+            let first = calibration.is_none();
+            calibration = Some(match calibration {
+                None => seen.clamp(0.2, 5.0),
+                Some(c) => (0.5 * c + 0.5 * seen).clamp(0.2, 5.0),
+            });
+            let miss = bytes.len() as f64 / object_bytes as f64;
+            if first && !(0.85..=1.15).contains(&miss) {
+                continue; // encode this object again with the calibrated threshold
+            }
+        }
+        emit(Encoded {
+            bytes: bytes::Bytes::from(bytes),
+            rows: end - start,
+            first_key,
+            last_key,
+        })?;
+        start = end;
+    }
+    Ok(calibration)
+}

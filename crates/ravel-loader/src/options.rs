@@ -1,0 +1,61 @@
+//! Load options: the tier's geometry, every field overridable.
+
+use std::time::Duration;
+
+use ravel_tier::Tier;
+use serde::Serialize;
+
+/// How a load is shaped. Defaults come from the machine's tier.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LoadOptions {
+    /// Target stored size of one object; an object closes when the writer's encoded-size
+    /// estimate reaches it.
+    pub object_bytes: u64,
+    /// Buffered bytes that trigger a run; `None` derives it from the budget (see
+    /// [`LoadOptions::flush_trigger`]).
+    pub target_bytes: Option<u64>,
+    /// Objects being encoded or uploaded at once, at most.
+    pub pipeline_depth: usize,
+    /// Bytes the loader may hold at once: buffered batches, the sorted run, encoded objects
+    /// awaiting upload.
+    pub load_budget: u64,
+    /// A buffer whose oldest row is this old is flushed on the next push.
+    #[serde(serialize_with = "secs")]
+    pub max_flush_delay: Duration,
+    /// zstd level of the objects.
+    pub zstd_level: i32,
+}
+
+fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+impl LoadOptions {
+    /// The tier's geometry, zstd level 3.
+    pub fn from_tier(tier: &Tier) -> LoadOptions {
+        LoadOptions {
+            object_bytes: tier.object_bytes,
+            target_bytes: None,
+            pipeline_depth: tier.pipeline_depth,
+            load_budget: tier.load_budget,
+            max_flush_delay: tier.max_flush_delay,
+            zstd_level: 3,
+        }
+    }
+
+    /// Bytes of encoded objects the pipeline may hold: `pipeline_depth × object_bytes`, but at
+    /// most a quarter of the budget.
+    pub fn in_flight_bytes(&self) -> u64 {
+        (self.pipeline_depth as u64)
+            .saturating_mul(self.object_bytes)
+            .min(self.load_budget / 4)
+    }
+
+    /// The buffered bytes that trigger a run. Unless set, half of what the budget leaves after
+    /// the objects in flight: sorting a run holds the buffer and its sorted copy at once.
+    pub fn flush_trigger(&self) -> u64 {
+        self.target_bytes
+            .unwrap_or((self.load_budget - self.in_flight_bytes()) / 2)
+            .max(1)
+    }
+}

@@ -1,0 +1,220 @@
+//! Loads generated hits through the library into a local store and an S3 store and checks what
+//! was stored: the same rows, clustering order, one row group per object, object sizes, Bloom
+//! filters exactly on the scope's columns, the manifest.
+
+use std::time::Duration;
+
+use arrow::array::RecordBatch;
+use arrow::compute::{concat_batches, sort_to_indices, take_record_batch};
+use object_store::ObjectStoreExt;
+use object_store::path::Path;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use ravel_hits::{Convention, GenOptions, generate};
+use ravel_layout::{ClusteringOrder, Layout, LayoutStore, is_text};
+use ravel_loader::{LoadOptions, Loader, Manifest};
+use ravel_store::Store;
+
+fn options(object_bytes: u64) -> LoadOptions {
+    LoadOptions {
+        object_bytes,
+        target_bytes: Some(40_000_000),
+        pipeline_depth: 4,
+        load_budget: 400_000_000,
+        max_flush_delay: Duration::from_secs(3600),
+        zstd_level: 3,
+    }
+}
+
+fn by_watch_id(b: &RecordBatch) -> RecordBatch {
+    let idx = sort_to_indices(b.column_by_name("WatchID").unwrap(), None, None).unwrap();
+    take_record_batch(b, &idx).unwrap()
+}
+
+async fn read_object(store: &Store, key: &str) -> (bytes::Bytes, RecordBatch) {
+    let bytes = store
+        .object_store()
+        .get(&Path::from(key))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes.clone()).unwrap();
+    let schema = reader.schema().clone();
+    let batches: Vec<RecordBatch> = reader.build().unwrap().map(|b| b.unwrap()).collect();
+    (bytes, concat_batches(&schema, &batches).unwrap())
+}
+
+async fn load_and_check(store: Store) {
+    let rows = 200_000u64;
+    let (schema, batches) = generate(GenOptions {
+        rows,
+        seed: 11,
+        convention: Convention::default(),
+        batch_rows: 10_000,
+    });
+    let layouts = LayoutStore::new(&store, "hits").unwrap();
+    layouts
+        .update(|l| {
+            *l = Layout {
+                generation: l.generation,
+                ..Layout::hits()
+            };
+            Ok(())
+        })
+        .await
+        .unwrap();
+
+    let object_bytes = 4_000_000;
+    let mut loader = Loader::new(&store, "hits", options(object_bytes))
+        .await
+        .unwrap();
+    for b in &batches {
+        loader.push(b.clone()).await.unwrap();
+    }
+    let report = loader.finish().await.unwrap();
+    assert_eq!(report.rows, rows);
+    assert!(
+        report.runs >= 2,
+        "the 40 MB trigger cuts ~95 MB into runs: {}",
+        report.runs
+    );
+    assert!(report.peak_budget_bytes > 0 && report.peak_budget_bytes <= 400_000_000);
+
+    // The manifest lists exactly the report's objects.
+    let listed: Vec<_> = futures::TryStreamExt::try_collect::<Vec<_>>(
+        store
+            .object_store()
+            .list(Some(&Path::from("hits/manifests"))),
+    )
+    .await
+    .unwrap();
+    assert_eq!(listed.len(), 1);
+    let manifest: Manifest = serde_json::from_slice(
+        &store
+            .object_store()
+            .get(&listed[0].location)
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(manifest.objects, report.objects);
+    assert_eq!(manifest.layout_generation, 1);
+    assert_eq!(manifest.schema, schema.as_ref().clone());
+    assert_eq!(
+        manifest.sort_key,
+        vec![
+            "CounterID",
+            "EventTime div 86400s",
+            "EventDate",
+            "UserID",
+            "EventTime"
+        ]
+    );
+
+    let order = ClusteringOrder::try_new(&Layout::hits(), &schema)
+        .unwrap()
+        .unwrap();
+    let mut all = Vec::new();
+    let mut per_run_tail = std::collections::HashMap::new();
+    for o in &manifest.objects {
+        per_run_tail.insert(o.run, o.key.clone());
+    }
+    for (i, o) in manifest.objects.iter().enumerate() {
+        let (bytes, batch) = read_object(&store, &o.key).await;
+        assert_eq!(bytes.len() as u64, o.bytes);
+        assert_eq!(batch.num_rows() as u64, o.rows);
+        let meta = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .unwrap()
+            .metadata()
+            .clone();
+        assert_eq!(meta.num_row_groups(), 1, "{}", o.key);
+        // Rows in clustering order.
+        let rows = order.key_rows(&batch).unwrap();
+        assert!(
+            (1..rows.num_rows()).all(|r| rows.row(r - 1) <= rows.row(r)),
+            "{} is sorted",
+            o.key
+        );
+        // Objects of one run do not overlap and follow each other.
+        if i > 0 && manifest.objects[i - 1].run == o.run {
+            let (_, prev) = read_object(&store, &manifest.objects[i - 1].key).await;
+            let prev_rows = order.key_rows(&prev).unwrap();
+            assert!(prev_rows.row(prev_rows.num_rows() - 1) <= rows.row(0));
+        }
+        // Size near the target, except each run's last object.
+        if per_run_tail[&o.run] != o.key {
+            let ratio = o.bytes as f64 / object_bytes as f64;
+            assert!(
+                (0.75..=1.25).contains(&ratio),
+                "{}: {} bytes; all: {:?}",
+                o.key,
+                o.bytes,
+                manifest
+                    .objects
+                    .iter()
+                    .map(|o| (o.run, o.bytes))
+                    .collect::<Vec<_>>()
+            );
+        }
+        // Bloom filters exactly on the string columns.
+        let rg = meta.row_group(0);
+        for (c, field) in rg.columns().iter().zip(schema.fields()) {
+            assert_eq!(
+                c.bloom_filter_offset().is_some(),
+                is_text(field.data_type()),
+                "{}",
+                field.name()
+            );
+        }
+        let kv = meta.file_metadata().key_value_metadata().unwrap();
+        let get = |k: &str| kv.iter().find(|e| e.key == k).and_then(|e| e.value.clone());
+        assert_eq!(get("ravel.layout_generation").as_deref(), Some("1"));
+        assert_eq!(
+            get("ravel.first_key").unwrap(),
+            serde_json::Value::from(o.first_key.clone().unwrap()).to_string()
+        );
+        assert!(rg.sorting_columns().is_some());
+        all.push(batch);
+    }
+    // The same rows come back, once.
+    let out = concat_batches(&schema, &all).unwrap();
+    let input = concat_batches(&schema, &batches).unwrap();
+    assert_eq!(by_watch_id(&out), by_watch_id(&input));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn loads_into_a_local_store() {
+    let dir = tempfile::tempdir().unwrap();
+    load_and_check(Store::create(dir.path().to_str().unwrap()).unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn loads_into_s3() {
+    let server = ravel_testkit::S3Server::start();
+    load_and_check(server.store("warehouse")).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_batch_over_the_budget_is_refused_naming_both_sizes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().to_str().unwrap()).unwrap();
+    let (_, batches) = generate(GenOptions {
+        rows: 5_000,
+        ..GenOptions::default()
+    });
+    let mut opts = options(1_000_000);
+    opts.load_budget = 100_000;
+    let mut loader = Loader::new(&store, "hits", opts).await.unwrap();
+    let err = loader.push(batches[0].clone()).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("100000 bytes") && msg.contains("larger than the whole load budget"),
+        "{msg}"
+    );
+    assert!(err.is_invalid_input());
+    assert!(!dir.path().join("hits/manifests").exists());
+}
