@@ -12,9 +12,12 @@ use crate::gen_cmd::{ConventionArg, GenArgs, StringsArg};
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {
-    /// Working directory: the generated input goes to DIR/hits.parquet, the store to DIR/store.
+    /// Where the generated input goes (DIR/hits.parquet).
     #[arg(long, default_value = "ravel-demo")]
     pub dir: PathBuf,
+    /// The local store the table `hits` is loaded into.
+    #[arg(long, default_value = "ravel-store")]
+    pub store: PathBuf,
     /// Rows to generate.
     #[arg(long, default_value_t = 1_000_000)]
     pub rows: u64,
@@ -37,7 +40,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         convention: ConventionArg::Raw,
         strings: StringsArg::Binary,
     })?;
-    let store_dir = args.dir.join("store");
+    let store_dir = args.store.clone();
     let store = Store::create(store_dir.to_str().context("store path is not UTF-8")?)?;
     let service = LayoutStore::new(&store, "hits")?;
     let schema = crate::layout_cmd::parquet_schema(&input)?;
@@ -76,7 +79,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         println!(
             "\n== load\nthe demo table is already loaded ({}); delete {} to start over",
             manifests.display(),
-            args.dir.display()
+            store_dir.display()
         );
         return Ok(());
     }

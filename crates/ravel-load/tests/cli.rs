@@ -508,7 +508,8 @@ fn tier_prints_the_geometry() {
 fn demo_generates_records_and_sets_the_hits_layout() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().join("demo");
-    let out = ok(&["demo", "--dir", p(&d), "--rows", "5000"]);
+    let st = d.join("store");
+    let out = ok(&["demo", "--dir", p(&d), "--store", p(&st), "--rows", "5000"]);
     assert!(out.contains("wrote 5000 rows"), "{out}");
     assert!(
         out.contains("\"columns\": [\n      \"EventDate\",\n      \"UserID\"\n    ]"),
@@ -534,7 +535,7 @@ fn demo_generates_records_and_sets_the_hits_layout() {
             >= 1
     );
     // Running it again changes nothing: the layout is unchanged and the rows are not loaded twice.
-    let out = ok(&["demo", "--dir", p(&d), "--rows", "5000"]);
+    let out = ok(&["demo", "--dir", p(&d), "--store", p(&st), "--rows", "5000"]);
     assert!(out.contains("layout: unchanged (generation 1)"), "{out}");
     assert!(out.contains("already loaded"), "{out}");
     assert_eq!(
