@@ -193,6 +193,19 @@ impl Layout {
         }
     }
 
+    /// The sort key as names, in order: stream, `<time> div <width>`, key…, time. Empty
+    /// without a clustering key. Manifests and object metadata record it.
+    pub fn sort_key_names(&self) -> Vec<String> {
+        let Some(k) = &self.clustering_key else {
+            return Vec::new();
+        };
+        let mut v: Vec<String> = self.stream.iter().cloned().collect();
+        v.push(format!("{} div {}", self.time, k.bucket_width));
+        v.extend(k.columns.iter().cloned());
+        v.push(self.time.clone());
+        v
+    }
+
     /// Every sort column with its role, in sort order (stream, key…, time).
     pub fn sort_columns(&self) -> Vec<(&'static str, &str)> {
         let mut cols = Vec::new();

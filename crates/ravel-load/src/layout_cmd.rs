@@ -157,7 +157,7 @@ pub fn run(args: LayoutArgs) -> Result<()> {
                             "columns: {}\nbucket width: {}\nsort order: {}",
                             k.columns.join(", "),
                             k.bucket_width,
-                            sort_order(&l)
+                            l.sort_key_names().join(", ")
                         ),
                         None => println!("no clustering key: rows keep arrival order"),
                     }
@@ -301,19 +301,6 @@ pub fn parquet_schema(path: &std::path::Path) -> Result<arrow::datatypes::Schema
             ))
         })?;
     Ok(builder.schema().as_ref().clone())
-}
-
-fn sort_order(l: &Layout) -> String {
-    let mut parts = Vec::new();
-    if let Some(s) = &l.stream {
-        parts.push(s.clone());
-    }
-    if let Some(k) = &l.clustering_key {
-        parts.push(format!("{} div {}", l.time, k.bucket_width));
-        parts.extend(k.columns.iter().cloned());
-        parts.push(l.time.clone());
-    }
-    parts.join(", ")
 }
 
 fn report(what: &str, u: &Updated) -> Result<()> {

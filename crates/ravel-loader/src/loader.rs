@@ -329,20 +329,7 @@ impl Loader {
         if self.schema.is_some() && self.recorded_schema.is_none() {
             self.layout_store.record_schema(&schema).await?;
         }
-        let sort_key = match &self.layout.clustering_key {
-            Some(k) => {
-                let mut v: Vec<String> = self.layout.stream.iter().cloned().collect();
-                v.push(format!(
-                    "{} div {}s",
-                    self.layout.time,
-                    k.bucket_width.seconds()
-                ));
-                v.extend(k.columns.iter().cloned());
-                v.push(self.layout.time.clone());
-                v
-            }
-            None => Vec::new(),
-        };
+        let sort_key = self.layout.sort_key_names();
         let manifest = Manifest {
             format: MANIFEST_FORMAT,
             load_id: load_id.clone(),

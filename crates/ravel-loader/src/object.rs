@@ -60,15 +60,11 @@ pub(crate) fn writer_properties(
         "ravel.layout_generation".into(),
         layout.generation.to_string(),
     )];
-    if let Some(k) = &layout.clustering_key {
-        let mut parts = Vec::new();
-        if let Some(s) = &layout.stream {
-            parts.push(s.clone());
-        }
-        parts.push(format!("{} div {}s", layout.time, k.bucket_width.seconds()));
-        parts.extend(k.columns.iter().cloned());
-        parts.push(layout.time.clone());
-        kv.push(KeyValue::new("ravel.sort_key".into(), parts.join(", ")));
+    if layout.clustering_key.is_some() {
+        kv.push(KeyValue::new(
+            "ravel.sort_key".into(),
+            layout.sort_key_names().join(", "),
+        ));
     }
     b = b.set_key_value_metadata(Some(kv));
     Ok(b.build())

@@ -108,7 +108,7 @@ async fn load_and_check(store: Store) {
         manifest.sort_key,
         vec![
             "CounterID",
-            "EventTime div 86400s",
+            "EventTime div 1d",
             "EventDate",
             "UserID",
             "EventTime"
