@@ -204,6 +204,17 @@ mod tests {
     }
 
     #[test]
+    fn civil_dates_agree_with_chrono() {
+        let epoch = chrono::NaiveDate::from_ymd_opt(1970, 1, 1).unwrap();
+        for days in (-800_000i64..800_000).step_by(997) {
+            let d = epoch + chrono::Duration::days(days);
+            let (y, m, dd) = civil_from_days(days);
+            use chrono::Datelike;
+            assert_eq!((y, m, dd), (d.year() as i64, d.month(), d.day()), "{days}");
+        }
+    }
+
+    #[test]
     fn escaping() {
         let mut out = Vec::new();
         push_escaped(&mut out, b"a\tb\nc\\d\re\0");

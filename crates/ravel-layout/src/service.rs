@@ -188,10 +188,17 @@ impl LayoutStore {
             )
             .await
         {
-            Ok(_) => Ok(Updated {
-                layout: next,
-                changed: true,
-            }),
+            Ok(_) => {
+                tracing::info!(
+                    table = self.table.name(),
+                    generation = next.generation,
+                    "layout stored"
+                );
+                Ok(Updated {
+                    layout: next,
+                    changed: true,
+                })
+            }
             Err(
                 object_store::Error::AlreadyExists { .. }
                 | object_store::Error::Precondition { .. },

@@ -285,6 +285,7 @@ impl Loader {
         match (worked, failure) {
             (Err(e), _) | (Ok(_), Some(e)) => Err(e),
             (Ok((sort_s, encode_s, calibration)), None) => {
+                tracing::info!(run = run_no, objects = seq, sort_s, encode_s, "run stored");
                 self.calibration = calibration;
                 self.stages.sort_s += sort_s;
                 self.stages.encode_s += encode_s;
@@ -353,6 +354,7 @@ impl Loader {
                 source,
             })?;
         self.stages.commit_s += t.elapsed().as_secs_f64();
+        tracing::info!(manifest = %path, objects = self.objects.len(), rows = self.rows, "load committed");
         Ok(LoadReport {
             table: self.table.name().to_string(),
             load_id,
@@ -402,6 +404,7 @@ async fn upload(
     let hash = blake3::hash(&obj.bytes);
     let path = dir.clone().join(format!("{}.parquet", hash.to_hex()));
     let bytes = obj.bytes.len() as u64;
+    tracing::debug!(key = %path, bytes, rows = obj.rows, "storing object");
     match store
         .put_opts(
             &path,
