@@ -91,6 +91,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
             .to_string(),
         table: "hits".into(),
         input: vec![input],
+        format: None,
         object_bytes: None,
         target_bytes: None,
         pipeline_depth: None,

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use ravel_loader::{LoadOptions, LoadReport};
+use ravel_loader::{InputFormat, LoadOptions, LoadReport};
 use ravel_store::Store;
 use ravel_tier::Tier;
 
@@ -20,9 +20,12 @@ pub struct LoadArgs {
     /// The table.
     #[arg(long)]
     pub table: String,
-    /// Input Parquet files, loaded in order.
+    /// Input files, loaded in order.
     #[arg(long, required = true, num_args = 1..)]
     pub input: Vec<PathBuf>,
+    /// Input format; by default from the files' extension (.parquet, .tsv).
+    #[arg(long, value_enum)]
+    pub format: Option<FormatArg>,
     /// Target stored size of one object, bytes (tier default).
     #[arg(long)]
     pub object_bytes: Option<u64>,
@@ -45,6 +48,35 @@ pub struct LoadArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FormatArg {
+    Parquet,
+    Tsv,
+}
+
+fn input_format(args: &LoadArgs) -> Result<InputFormat> {
+    if let Some(f) = args.format {
+        return Ok(match f {
+            FormatArg::Parquet => InputFormat::Parquet,
+            FormatArg::Tsv => InputFormat::Tsv,
+        });
+    }
+    let mut found = None;
+    for p in &args.input {
+        let f = InputFormat::from_path(p).ok_or_else(|| {
+            BadInput(format!(
+                "{}: cannot tell the format from the extension; name it with --format parquet|tsv",
+                p.display()
+            ))
+        })?;
+        if found.is_some_and(|g| g != f) {
+            return Err(BadInput("inputs mix Parquet and TSV; load them separately".into()).into());
+        }
+        found = Some(f);
+    }
+    Ok(found.expect("at least one input"))
 }
 
 pub fn options(args: &LoadArgs, tier: &Tier) -> Result<LoadOptions> {
@@ -83,6 +115,7 @@ pub fn options(args: &LoadArgs, tier: &Tier) -> Result<LoadOptions> {
 pub fn run(args: LoadArgs) -> Result<LoadReport> {
     let tier = Tier::detect()?;
     let opts = options(&args, &tier)?;
+    let format = input_format(&args)?;
     eprintln!(
         "geometry: {} tier; objects ~{} bytes, pipeline depth {}, load budget {} bytes, run trigger {} bytes, max flush delay {} s",
         tier.name,
@@ -97,11 +130,12 @@ pub fn run(args: LoadArgs) -> Result<LoadReport> {
         ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").expect("valid template"),
     );
     let started = Instant::now();
-    let report = crate::runtime()?.block_on(ravel_loader::load_parquet_files(
+    let report = crate::runtime()?.block_on(ravel_loader::load_files(
         &store,
         &args.table,
         opts,
         &args.input,
+        format,
         |rows, loader| {
             bar.set_message(format!(
                 "{rows} rows read, budget {:.0} MB in use",

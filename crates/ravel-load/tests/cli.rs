@@ -613,3 +613,83 @@ fn layout_on_s3_with_settings_from_the_environment_and_no_secret_shown() {
         "{err}"
     );
 }
+
+#[test]
+fn load_tsv_and_parquet_and_refuse_bad_tsv_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let s = p(&store);
+    let tsv = dir.path().join("h.tsv");
+    let pq = dir.path().join("h.parquet");
+    ok(&["gen", "--rows", "4000", "--out", p(&tsv)]);
+    ok(&["gen", "--rows", "4000", "--out", p(&pq)]);
+    ok(&[
+        "layout",
+        "--store",
+        s,
+        "--table",
+        "hits",
+        "clustering-key",
+        "set",
+        "--column",
+        "EventDate",
+        "--column",
+        "UserID",
+    ]);
+    let out = ok(&[
+        "load",
+        "--store",
+        s,
+        "--table",
+        "hits",
+        "--input",
+        p(&tsv),
+        "--json",
+    ]);
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["rows"], 4000);
+    assert_eq!(report["layout"]["generation"], 1);
+    let out = ok(&["load", "--store", s, "--table", "hits", "--input", p(&pq)]);
+    assert!(out.contains("loaded 4000 rows into"), "{out}");
+    assert_eq!(
+        std::fs::read_dir(store.join("hits/manifests"))
+            .unwrap()
+            .count(),
+        2
+    );
+
+    let bad = dir.path().join("bad.tsv");
+    let mut text = std::fs::read_to_string(&tsv).unwrap();
+    let second = text.lines().nth(1).unwrap().to_string();
+    let broken = second.replacen('\t', "\tnot-a-number-", 1);
+    text = text.replacen(&second, &broken, 1);
+    std::fs::write(&bad, text).unwrap();
+    let err = fails(
+        2,
+        &["load", "--store", s, "--table", "hits", "--input", p(&bad)],
+    );
+    assert!(
+        err.contains("bad.tsv") && err.contains("line 2, column 2 (JavaEnable)"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_dir(store.join("hits/manifests"))
+            .unwrap()
+            .count(),
+        2,
+        "no manifest"
+    );
+    let err = fails(
+        2,
+        &[
+            "load",
+            "--store",
+            s,
+            "--table",
+            "hits",
+            "--input",
+            p(&dir.path().join("x.csv")),
+        ],
+    );
+    assert!(err.contains("--format"), "{err}");
+}

@@ -9,9 +9,10 @@ mod manifest;
 mod object;
 mod options;
 mod source;
+pub mod tsv;
 
 pub use error::LoadError;
 pub use loader::{LoadReport, Loader, StageTimes};
 pub use manifest::{MANIFEST_FORMAT, Manifest, ObjectEntry};
 pub use options::LoadOptions;
-pub use source::{READ_BATCH_ROWS, load_parquet_files};
+pub use source::{InputFormat, READ_BATCH_ROWS, load_files, load_parquet_files};

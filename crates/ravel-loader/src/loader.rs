@@ -108,6 +108,11 @@ impl Loader {
         })
     }
 
+    /// The table's recorded schema, if it has one.
+    pub fn table_schema(&self) -> Option<&arrow::datatypes::Schema> {
+        self.recorded_schema.as_ref()
+    }
+
     /// The layout this load applies.
     pub fn layout(&self) -> &Layout {
         &self.layout

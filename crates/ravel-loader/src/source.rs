@@ -3,7 +3,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use std::io::Read;
+use std::sync::Arc;
+
 use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use ravel_store::Store;
 
@@ -56,19 +60,134 @@ fn read_parquet(
     }
 }
 
-/// Loads Parquet files into a table: reads them in order on a reader thread, pushes every
-/// batch, finishes. `progress` sees the rows pushed so far.
+/// Streams the batches of hits-style TSV files, parsed in parallel blocks, in file order.
+fn read_tsv(
+    paths: Vec<PathBuf>,
+    schema: SchemaRef,
+    tx: tokio::sync::mpsc::Sender<Result<(RecordBatch, String), LoadError>>,
+) {
+    for path in paths {
+        let shown = path.display().to_string();
+        let mut file = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = tx.blocking_send(Err(input_err(&path, format!("cannot open: {e}"))));
+                return;
+            }
+        };
+        let mut carry: Vec<u8> = Vec::new();
+        let mut line = 1u64;
+        let mut eof = false;
+        while !eof {
+            let mut chunk = std::mem::take(&mut carry);
+            let have = chunk.len();
+            chunk.resize(have + TSV_CHUNK_BYTES, 0);
+            let mut filled = have;
+            while filled < chunk.len() {
+                match file.read(&mut chunk[filled..]) {
+                    Ok(0) => {
+                        eof = true;
+                        break;
+                    }
+                    Ok(k) => filled += k,
+                    Err(e) => {
+                        let _ = tx.blocking_send(Err(input_err(&path, format!("reading: {e}"))));
+                        return;
+                    }
+                }
+            }
+            chunk.truncate(filled);
+            // Whole lines only; the rest waits for the next chunk.
+            let cut = if eof {
+                chunk.len()
+            } else {
+                match chunk.iter().rposition(|&b| b == b'\n') {
+                    Some(p) => p + 1,
+                    None => chunk.len(),
+                }
+            };
+            carry = chunk[cut..].to_vec();
+            let data = &chunk[..cut];
+            if data.is_empty() {
+                continue;
+            }
+            match crate::tsv::parse_chunk(&schema, &shown, data, line, TSV_BLOCK_BYTES) {
+                Ok(batches) => {
+                    for b in batches {
+                        if tx.blocking_send(Ok((b, shown.clone()))).is_err() {
+                            return;
+                        }
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(e));
+                    return;
+                }
+            }
+            line += data.iter().filter(|&&b| b == b'\n').count() as u64;
+        }
+    }
+}
+
+/// Bytes of a TSV file read at once; lines are parsed in blocks of [`TSV_BLOCK_BYTES`].
+const TSV_CHUNK_BYTES: usize = 64 << 20;
+const TSV_BLOCK_BYTES: usize = 4 << 20;
+
+/// Input file formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputFormat {
+    Parquet,
+    Tsv,
+}
+
+impl InputFormat {
+    /// The format a path's extension names (`.parquet`, `.tsv`), if any.
+    pub fn from_path(path: &Path) -> Option<InputFormat> {
+        match path.extension()?.to_str()? {
+            "parquet" => Some(InputFormat::Parquet),
+            "tsv" => Some(InputFormat::Tsv),
+            _ => None,
+        }
+    }
+}
+
+/// Loads Parquet files into a table (see [`load_files`]).
 pub async fn load_parquet_files(
     store: &Store,
     table: &str,
     opts: LoadOptions,
     paths: &[PathBuf],
+    progress: impl FnMut(u64, &Loader),
+) -> Result<LoadReport, LoadError> {
+    load_files(store, table, opts, paths, InputFormat::Parquet, progress).await
+}
+
+/// Loads files into a table: reads them in order on a reader thread, pushes every batch,
+/// finishes. TSV columns follow the table's recorded schema, or the hits schema (raw
+/// convention, Binary strings) when it has none. `progress` sees the rows pushed so far.
+pub async fn load_files(
+    store: &Store,
+    table: &str,
+    opts: LoadOptions,
+    paths: &[PathBuf],
+    format: InputFormat,
     mut progress: impl FnMut(u64, &Loader),
 ) -> Result<LoadReport, LoadError> {
     let mut loader = Loader::new(store, table, opts).await?;
     let (tx, mut rx) = tokio::sync::mpsc::channel(2);
     let paths = paths.to_vec();
-    let reader = tokio::task::spawn_blocking(move || read_parquet(paths, tx));
+    let reader = match format {
+        InputFormat::Parquet => tokio::task::spawn_blocking(move || read_parquet(paths, tx)),
+        InputFormat::Tsv => {
+            let schema = loader
+                .table_schema()
+                .map(|s| Arc::new(s.clone()))
+                .unwrap_or_else(|| {
+                    ravel_hits::schema(ravel_hits::Convention::Raw(ravel_hits::Strings::Binary))
+                });
+            tokio::task::spawn_blocking(move || read_tsv(paths, schema, tx))
+        }
+    };
     let mut rows = 0u64;
     let result: Result<(), LoadError> = async {
         loop {

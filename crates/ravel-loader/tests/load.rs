@@ -218,3 +218,120 @@ async fn a_batch_over_the_budget_is_refused_naming_both_sizes() {
     assert!(err.is_invalid_input());
     assert!(!dir.path().join("hits/manifests").exists());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tsv_and_both_parquet_conventions_load_the_same_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("store").to_str().unwrap()).unwrap();
+    let opts = || options(1_000_000);
+    let write = |conv: Convention, name: &str| {
+        let path = dir.path().join(name);
+        ravel_hits::write_generated(
+            GenOptions {
+                rows: 20_000,
+                seed: 5,
+                convention: conv,
+                batch_rows: 4096,
+            },
+            &path,
+            |_| {},
+        )
+        .unwrap();
+        path
+    };
+    let raw = write(Convention::Raw(ravel_hits::Strings::Binary), "raw.parquet");
+    let typed = write(Convention::Typed, "typed.parquet");
+    let tsv = write(Convention::Raw(ravel_hits::Strings::Binary), "hits.tsv");
+    let mut contents = Vec::new();
+    for (table, path, format) in [
+        ("raw", &raw, ravel_loader::InputFormat::Parquet),
+        ("typed", &typed, ravel_loader::InputFormat::Parquet),
+        ("tsv", &tsv, ravel_loader::InputFormat::Tsv),
+    ] {
+        LayoutStore::new(&store, table)
+            .unwrap()
+            .update(|l| {
+                *l = Layout {
+                    generation: l.generation,
+                    ..Layout::hits()
+                };
+                Ok(())
+            })
+            .await
+            .unwrap();
+        let report = ravel_loader::load_files(
+            &store,
+            table,
+            opts(),
+            std::slice::from_ref(path),
+            format,
+            |_, _| {},
+        )
+        .await
+        .unwrap();
+        assert_eq!(report.rows, 20_000, "{table}");
+        let mut batches = Vec::new();
+        for o in &report.objects {
+            batches.push(read_object(&store, &o.key).await.1);
+        }
+        let schema = batches[0].schema();
+        let all = by_watch_id(&concat_batches(&schema, &batches).unwrap());
+        // Compare values whatever the physical convention: cast typed columns to raw types.
+        let raw_schema = ravel_hits::schema(Convention::Raw(ravel_hits::Strings::Binary));
+        let cols: Vec<arrow::array::ArrayRef> = all
+            .columns()
+            .iter()
+            .zip(raw_schema.fields())
+            .map(|(c, f)| match (c.data_type(), f.data_type()) {
+                (arrow::datatypes::DataType::Date32, arrow::datatypes::DataType::UInt16) => {
+                    let i = arrow::compute::cast(c, &arrow::datatypes::DataType::Int32).unwrap();
+                    arrow::compute::cast(&i, f.data_type()).unwrap()
+                }
+                _ => arrow::compute::cast(c, f.data_type()).unwrap(),
+            })
+            .collect();
+        contents.push(RecordBatch::try_new(raw_schema, cols).unwrap());
+    }
+    assert_eq!(
+        contents[0], contents[1],
+        "typed Parquet holds the raw values"
+    );
+    assert_eq!(contents[0], contents[2], "TSV holds the raw values");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_tsv_names_file_and_line_and_publishes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("store").to_str().unwrap()).unwrap();
+    let path = dir.path().join("bad.tsv");
+    ravel_hits::write_generated(
+        GenOptions {
+            rows: 3000,
+            ..GenOptions::default()
+        },
+        &path,
+        |_| {},
+    )
+    .unwrap();
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str("1\t2\n");
+    std::fs::write(&path, text).unwrap();
+    let err = ravel_loader::load_files(
+        &store,
+        "hits",
+        options(1_000_000),
+        &[path],
+        ravel_loader::InputFormat::Tsv,
+        |_, _| {},
+    )
+    .await
+    .unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("bad.tsv")
+            && msg.contains("line 3001: has 2 fields, the table has 105 columns"),
+        "{msg}"
+    );
+    assert!(err.is_invalid_input());
+    assert!(!dir.path().join("store/hits/manifests").exists());
+}
