@@ -117,6 +117,29 @@ impl ClusteringOrder {
         idx.par_sort_by(|&a, &b| rows.row(a as usize).cmp(&rows.row(b as usize)));
         Ok(UInt32Array::from(idx))
     }
+
+    /// The clustering order of several batches taken as one run, as `(batch, row)` pairs:
+    /// gathering the rows in this order (arrow's `interleave`) gives the sorted run without
+    /// first concatenating the batches. Stable: ties keep batch order, then row order.
+    pub fn merge_order(&self, batches: &[RecordBatch]) -> Result<Vec<(usize, usize)>, LayoutError> {
+        let total: usize = batches.iter().map(|b| b.num_rows()).sum();
+        if total > u32::MAX as usize {
+            return Err(LayoutError::BatchTooLarge {
+                rows: total,
+                max: u32::MAX as usize,
+            });
+        }
+        let converter = RowConverter::new(self.fields.clone())?;
+        let mut rows = converter.empty_rows(total, total * 16);
+        let mut origin = Vec::with_capacity(total);
+        for (bi, b) in batches.iter().enumerate() {
+            converter.append(&mut rows, &self.key_columns(b)?)?;
+            origin.extend((0..b.num_rows()).map(|r| (bi, r)));
+        }
+        let mut idx: Vec<u32> = (0..total as u32).collect();
+        idx.par_sort_by(|&a, &b| rows.row(a as usize).cmp(&rows.row(b as usize)));
+        Ok(idx.into_iter().map(|i| origin[i as usize]).collect())
+    }
 }
 
 /// The permutation that puts `batch` in the layout's clustering order; the identity when the

@@ -418,6 +418,26 @@ proptest! {
         let (l, batch) = build(&c);
         let p = clustering_permutation(&l, &batch).unwrap();
         prop_assert_eq!(p.values().to_vec(), naive_permutation(&l, &batch));
+        // Split into pieces, the run order of the pieces is the same order.
+        let order = ravel_layout::ClusteringOrder::try_new(&l, batch.schema_ref()).unwrap().unwrap();
+        let mut pieces = Vec::new();
+        let mut offsets = Vec::new();
+        let mut at = 0;
+        let mut k = 1;
+        while at < batch.num_rows() {
+            let len = k.min(batch.num_rows() - at);
+            pieces.push(batch.slice(at, len));
+            offsets.push(at);
+            at += len;
+            k = k * 3 % 17 + 1;
+        }
+        let merged: Vec<u32> = order
+            .merge_order(&pieces)
+            .unwrap()
+            .into_iter()
+            .map(|(b, r)| (offsets[b] + r) as u32)
+            .collect();
+        prop_assert_eq!(&merged, &p.values().to_vec());
         // And it is a permutation.
         let mut seen = p.values().to_vec();
         seen.sort_unstable();

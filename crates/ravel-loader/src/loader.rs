@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arrow::array::RecordBatch;
-use arrow::compute::{concat_batches, take_record_batch};
+use arrow::compute::concat_batches;
 use arrow::datatypes::SchemaRef;
 use object_store::path::Path;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
@@ -220,15 +220,11 @@ impl Loader {
         let worker =
             tokio::task::spawn_blocking(move || -> Result<(f64, f64, Option<f64>), LoadError> {
                 let t = Instant::now();
-                let run = concat_batches(&schema, &batches)?;
-                drop(batches);
                 let run = match &order {
-                    Some(o) => {
-                        let perm = o.permutation(&run)?;
-                        take_record_batch(&run, &perm)?
-                    }
-                    None => run,
+                    Some(o) => gather(&schema, &batches, &o.merge_order(&batches)?)?,
+                    None => concat_batches(&schema, &batches)?,
                 };
+                drop(batches);
                 let sort_s = t.elapsed().as_secs_f64();
                 let t = Instant::now();
                 let calibration = cut_run(
@@ -375,6 +371,24 @@ impl Loader {
             wall_s: self.started.elapsed().as_secs_f64(),
         })
     }
+}
+
+/// The rows of `batches` in `order`, gathered column by column in parallel.
+fn gather(
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    order: &[(usize, usize)],
+) -> Result<RecordBatch, LoadError> {
+    use rayon::prelude::*;
+    let columns = (0..schema.fields().len())
+        .into_par_iter()
+        .map(|c| {
+            let arrays: Vec<&dyn arrow::array::Array> =
+                batches.iter().map(|b| b.column(c).as_ref()).collect();
+            arrow::compute::interleave(&arrays, order)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
 
 /// An upload's outcome: the object's position in its run, its entry, seconds spent.
