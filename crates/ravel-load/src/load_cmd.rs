@@ -1,5 +1,6 @@
 //! `ravel-load load`.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -20,7 +21,7 @@ pub struct LoadArgs {
     /// The table.
     #[arg(long)]
     pub table: String,
-    /// Input files, loaded in order.
+    /// Input files, loaded in order; a quoted glob ('data/*.parquet') is expanded in name order.
     #[arg(long, required = true, num_args = 1..)]
     pub input: Vec<PathBuf>,
     /// Input format; by default from the files' extension (.parquet, .tsv).
@@ -64,7 +65,7 @@ fn input_format(args: &LoadArgs) -> Result<InputFormat> {
         });
     }
     let mut found = None;
-    for p in &args.input {
+    for p in &ravel_loader::expand_inputs(&args.input)? {
         let f = InputFormat::from_path(p).ok_or_else(|| {
             BadInput(format!(
                 "{}: cannot tell the format from the extension; name it with --format parquet|tsv",
@@ -126,10 +127,17 @@ pub fn run(args: LoadArgs) -> Result<LoadReport> {
         opts.max_flush_delay.as_secs_f64()
     );
     let store = Store::create(&args.store)?;
-    let bar = ProgressBar::new_spinner().with_style(
-        ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").expect("valid template"),
-    );
+    // A live bar on a terminal; plain lines every 5 s otherwise (logs, CI).
+    let terminal = std::io::stderr().is_terminal();
+    let bar = if terminal {
+        ProgressBar::new_spinner().with_style(
+            ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").expect("valid template"),
+        )
+    } else {
+        ProgressBar::hidden()
+    };
     let started = Instant::now();
+    let mut last_line = Instant::now();
     let report = crate::runtime()?.block_on(ravel_loader::load_files(
         &store,
         &args.table,
@@ -137,10 +145,20 @@ pub fn run(args: LoadArgs) -> Result<LoadReport> {
         &args.input,
         format,
         |rows, loader| {
-            bar.set_message(format!(
-                "{rows} rows read, budget {:.0} MB in use",
+            let secs = started.elapsed().as_secs_f64().max(1e-9);
+            let msg = format!(
+                "{rows} rows read ({:.0} rows/s), {} objects stored ({:.1} MB/s out), budget {:.0} MB in use",
+                rows as f64 / secs,
+                loader.objects_stored(),
+                loader.stored_bytes() as f64 / 1e6 / secs,
                 loader.budget_in_use() as f64 / 1e6
-            ))
+            );
+            if terminal {
+                bar.set_message(msg);
+            } else if last_line.elapsed() >= Duration::from_secs(5) {
+                eprintln!("{msg}");
+                last_line = Instant::now();
+            }
         },
     ));
     bar.finish_and_clear();

@@ -108,6 +108,16 @@ impl Loader {
         })
     }
 
+    /// Objects stored so far.
+    pub fn objects_stored(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// Bytes of the objects stored so far.
+    pub fn stored_bytes(&self) -> u64 {
+        self.objects.iter().map(|o| o.bytes).sum()
+    }
+
     /// The table's recorded schema, if it has one.
     pub fn table_schema(&self) -> Option<&arrow::datatypes::Schema> {
         self.recorded_schema.as_ref()

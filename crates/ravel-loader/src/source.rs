@@ -133,6 +133,33 @@ fn read_tsv(
 const TSV_CHUNK_BYTES: usize = 64 << 20;
 const TSV_BLOCK_BYTES: usize = 4 << 20;
 
+/// Expands inputs: a path with `*`, `?` or `[` is a glob (its matches in name order, at least
+/// one); other paths are kept as given.
+pub fn expand_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
+    let mut out = Vec::new();
+    for p in inputs {
+        let s = p.to_string_lossy();
+        if !s.contains(['*', '?', '[']) {
+            out.push(p.clone());
+            continue;
+        }
+        let bad = |message: String| LoadError::Input {
+            input: s.to_string(),
+            message,
+        };
+        let mut matched: Vec<PathBuf> = glob::glob(&s)
+            .map_err(|e| bad(format!("not a valid glob: {e}")))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| bad(format!("cannot list: {e}")))?;
+        if matched.is_empty() {
+            return Err(bad("matches no file".into()));
+        }
+        matched.sort();
+        out.extend(matched);
+    }
+    Ok(out)
+}
+
 /// Input file formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InputFormat {
@@ -175,7 +202,7 @@ pub async fn load_files(
 ) -> Result<LoadReport, LoadError> {
     let mut loader = Loader::new(store, table, opts).await?;
     let (tx, mut rx) = tokio::sync::mpsc::channel(2);
-    let paths = paths.to_vec();
+    let paths = expand_inputs(paths)?;
     let reader = match format {
         InputFormat::Parquet => tokio::task::spawn_blocking(move || read_parquet(paths, tx)),
         InputFormat::Tsv => {

@@ -300,6 +300,50 @@ async fn tsv_and_both_parquet_conventions_load_the_same_rows() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_glob_loads_every_matching_file_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("store").to_str().unwrap()).unwrap();
+    for (i, rows) in [(1u64, 1000u64), (2, 2000), (3, 3000)] {
+        let path = dir.path().join(format!("part-{i}.parquet"));
+        ravel_hits::write_generated(
+            GenOptions {
+                rows,
+                seed: i,
+                ..GenOptions::default()
+            },
+            &path,
+            |_| {},
+        )
+        .unwrap();
+    }
+    std::fs::write(dir.path().join("part-9.txt"), b"not matched").unwrap();
+    let glob = dir.path().join("part-*.parquet");
+    let report = ravel_loader::load_files(
+        &store,
+        "hits",
+        options(1_000_000),
+        &[glob],
+        ravel_loader::InputFormat::Parquet,
+        |_, _| {},
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.rows, 6000);
+    let none = dir.path().join("nothing-*.parquet");
+    let err = ravel_loader::load_files(
+        &store,
+        "hits",
+        options(1_000_000),
+        &[none],
+        ravel_loader::InputFormat::Parquet,
+        |_, _| {},
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("matches no file"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn bad_tsv_names_file_and_line_and_publishes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::create(dir.path().join("store").to_str().unwrap()).unwrap();
