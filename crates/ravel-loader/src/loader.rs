@@ -211,12 +211,8 @@ impl Loader {
         self.runs += 1;
 
         let order = self.order.clone();
-        let props = writer_properties(
-            &self.layout,
-            &schema,
-            self.opts.zstd_level,
-            batches.iter().map(|b| b.num_rows() as u64).sum(),
-        )?;
+        let layout = self.layout.clone();
+        let zstd_level = self.opts.zstd_level;
         let object_bytes = self.opts.object_bytes;
         let depth = self.opts.pipeline_depth.max(1);
         let (tx, mut rx) = tokio::sync::mpsc::channel::<(Encoded, OwnedSemaphorePermit)>(depth);
@@ -236,6 +232,7 @@ impl Loader {
                 };
                 drop(batches);
                 let sort_s = t.elapsed().as_secs_f64();
+                let props = writer_properties(&layout, &run, zstd_level)?;
                 let t = Instant::now();
                 let calibration = cut_run(
                     &run,

@@ -2,7 +2,7 @@
 //! writer's encoded-size estimate reaches the target.
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
-use arrow::datatypes::Schema;
+use arrow::datatypes::DataType;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::{KeyValue, SortingColumn};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
@@ -25,18 +25,69 @@ pub(crate) struct Encoded {
     pub last_key: Option<Vec<Value>>,
 }
 
-/// Writer properties of the objects of a load.
+/// Rows sampled per column to decide whether its dictionary pays.
+const DICTIONARY_SAMPLE: usize = 8192;
+/// Distinct share of the sample above which a column is written without a dictionary.
+const DICTIONARY_MAX_DISTINCT: f64 = 0.5;
+
+/// Whether a dictionary pays for a column of this run: fewer than half of the sampled values
+/// are distinct. High-cardinality columns (ids, hashes, times) otherwise build a dictionary,
+/// overflow it and fall back to PLAIN, paying for both.
+fn dictionary_pays(a: &dyn Array) -> bool {
+    use std::collections::HashSet;
+    use std::hash::{BuildHasher, Hash, Hasher};
+    let n = a.len();
+    if n == 0 {
+        return true;
+    }
+    let step = n.div_ceil(DICTIONARY_SAMPLE).max(1);
+    let state = std::collections::hash_map::RandomState::new();
+    let data = a.to_data();
+    let mut seen = HashSet::with_capacity(DICTIONARY_SAMPLE);
+    let mut sampled = 0usize;
+    let width = data.data_type().primitive_width();
+    for i in (0..n).step_by(step) {
+        let mut h = state.build_hasher();
+        if a.is_null(i) {
+            0u8.hash(&mut h);
+        } else if let Some(w) = width {
+            let buf =
+                &data.buffers()[0].as_slice()[(data.offset() + i) * w..(data.offset() + i + 1) * w];
+            buf.hash(&mut h);
+        } else {
+            match a.data_type() {
+                DataType::Binary => a.as_binary::<i32>().value(i).hash(&mut h),
+                DataType::LargeBinary => a.as_binary::<i64>().value(i).hash(&mut h),
+                DataType::Utf8 => a.as_string::<i32>().value(i).hash(&mut h),
+                DataType::LargeUtf8 => a.as_string::<i64>().value(i).hash(&mut h),
+                _ => return true,
+            }
+        }
+        seen.insert(h.finish());
+        sampled += 1;
+    }
+    (seen.len() as f64) < DICTIONARY_MAX_DISTINCT * sampled as f64
+}
+
+/// Writer properties of the objects cut from one sorted run.
 pub(crate) fn writer_properties(
     layout: &Layout,
-    schema: &Schema,
+    run: &RecordBatch,
     zstd_level: i32,
-    bloom_ndv: u64,
 ) -> Result<WriterProperties, LoadError> {
+    let schema = run.schema();
+    let schema = schema.as_ref();
+    let bloom_ndv = run.num_rows() as u64;
     let mut b = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(zstd_level)?))
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_max_row_group_row_count(None)
         .set_bloom_filter_enabled(false);
+    for (field, column) in schema.fields().iter().zip(run.columns()) {
+        if !dictionary_pays(column.as_ref()) {
+            b = b.set_column_dictionary_enabled(ColumnPath::from(field.name().as_str()), false);
+        }
+    }
     for name in layout.bloom.scope.columns(schema) {
         let path = ColumnPath::from(name);
         b = b
@@ -199,4 +250,30 @@ pub(crate) fn cut_run(
         start = end;
     }
     Ok(calibration)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{BinaryArray, Int64Array};
+
+    #[test]
+    fn dictionaries_only_where_values_repeat() {
+        let unique = Int64Array::from_iter_values(0..100_000);
+        let repeated = Int64Array::from_iter_values((0..100_000).map(|i| i % 1000));
+        assert!(!dictionary_pays(&unique));
+        assert!(dictionary_pays(&repeated));
+        let urls: Vec<String> = (0..50_000)
+            .map(|i| format!("http://x/{}", i % 300))
+            .collect();
+        let urls = BinaryArray::from_iter_values(urls.iter().map(|s| s.as_bytes()));
+        assert!(dictionary_pays(&urls));
+        let ids: Vec<String> = (0..50_000).map(|i| format!("id-{i}")).collect();
+        let ids = BinaryArray::from_iter_values(ids.iter().map(|s| s.as_bytes()));
+        assert!(!dictionary_pays(&ids));
+        // Sliced arrays read their own window.
+        let sliced = repeated.slice(500, 10_000);
+        assert!(dictionary_pays(&sliced));
+        assert!(!dictionary_pays(&unique.slice(5_000, 50_000)));
+    }
 }
