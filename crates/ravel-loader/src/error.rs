@@ -34,6 +34,9 @@ pub enum LoadError {
         source: object_store::Error,
     },
 
+    #[error("an earlier push of this load failed; the load cannot be published")]
+    Poisoned,
+
     #[error("load failed after storing {} object(s) that no manifest lists (gc collects them): {}", left_behind.len(), left_behind.join(", "))]
     Failed {
         left_behind: Vec<String>,

@@ -74,6 +74,8 @@ pub struct Loader {
     peak_budget_bytes: u64,
     /// Stored / estimated object size, learned across runs (see `cut_run`).
     calibration: Option<f64>,
+    /// Set by a failed push: such a load can only fail, never publish.
+    poisoned: bool,
     started: Instant,
 }
 
@@ -104,6 +106,7 @@ impl Loader {
             stages: StageTimes::default(),
             peak_budget_bytes: 0,
             calibration: None,
+            poisoned: false,
             started: Instant::now(),
         })
     }
@@ -155,8 +158,20 @@ impl Loader {
         self.push_from(batch, "pushed batch").await
     }
 
-    /// [`Loader::push`], naming the input in errors.
+    /// [`Loader::push`], naming the input in errors. After an error the load is poisoned:
+    /// [`Loader::finish`] then fails and publishes nothing.
     pub async fn push_from(&mut self, batch: RecordBatch, input: &str) -> Result<(), LoadError> {
+        let result = self.push_inner(batch, input).await;
+        if result.is_err() {
+            self.poisoned = true;
+        }
+        result
+    }
+
+    async fn push_inner(&mut self, batch: RecordBatch, input: &str) -> Result<(), LoadError> {
+        if self.poisoned {
+            return Err(LoadError::Poisoned);
+        }
         self.accept_schema(&batch, input)?;
         if batch.num_rows() == 0 {
             return Ok(());
@@ -305,6 +320,9 @@ impl Loader {
     /// Flushes what is buffered, waits for every upload, writes the manifest and returns the
     /// report. On failure nothing is published and the error lists the objects left behind.
     pub async fn finish(mut self) -> Result<LoadReport, LoadError> {
+        if self.poisoned {
+            return Err(self.abandon(LoadError::Poisoned));
+        }
         match self.finish_inner().await {
             Ok(report) => Ok(report),
             Err(e) if self.objects.is_empty() => Err(e),
@@ -312,6 +330,19 @@ impl Loader {
                 left_behind: self.objects.iter().map(|o| o.key.clone()).collect(),
                 source: Box::new(e),
             }),
+        }
+    }
+
+    /// Gives the load up after `error`: nothing is published, and the error lists the objects
+    /// already stored (unreferenced; `gc` collects them).
+    pub fn abandon(self, error: LoadError) -> LoadError {
+        if self.objects.is_empty() {
+            error
+        } else {
+            LoadError::Failed {
+                left_behind: self.objects.iter().map(|o| o.key.clone()).collect(),
+                source: Box::new(error),
+            }
         }
     }
 

@@ -233,6 +233,6 @@ pub async fn load_files(
     let _ = reader.await;
     match result {
         Ok(()) => loader.finish().await,
-        Err(e) => Err(e),
+        Err(e) => Err(loader.abandon(e)),
     }
 }

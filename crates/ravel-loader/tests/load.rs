@@ -216,6 +216,9 @@ async fn a_batch_over_the_budget_is_refused_naming_both_sizes() {
         "{msg}"
     );
     assert!(err.is_invalid_input());
+    // The failed load cannot be published afterwards.
+    let err = loader.finish().await.unwrap_err();
+    assert!(matches!(err, ravel_loader::LoadError::Poisoned), "{err}");
     assert!(!dir.path().join("hits/manifests").exists());
 }
 
