@@ -382,3 +382,51 @@ async fn bad_tsv_names_file_and_line_and_publishes_nothing() {
     assert!(err.is_invalid_input());
     assert!(!dir.path().join("store/hits/manifests").exists());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_permanent_store_error_fails_the_load_names_the_key_and_publishes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap();
+    let faulty = ravel_testkit::FaultStore::new(local).fail_puts_from(3, "hits/data/");
+    let store = Store::new("faulty", faulty.into_arc());
+    let (_, batches) = generate(GenOptions {
+        rows: 60_000,
+        seed: 3,
+        ..GenOptions::default()
+    });
+    let mut opts = options(1_000_000);
+    opts.target_bytes = Some(8_000_000);
+    let mut loader = Loader::new(&store, "hits", opts).await.unwrap();
+    let mut failed = None;
+    for b in batches {
+        if let Err(e) = loader.push(b).await {
+            failed = Some(e);
+            break;
+        }
+    }
+    let err = match failed {
+        Some(e) => loader.abandon(e),
+        None => loader.finish().await.unwrap_err(),
+    };
+    let msg = format!("{err}");
+    let chain = {
+        let mut s = msg.clone();
+        let mut src = std::error::Error::source(&err);
+        while let Some(e) = src {
+            s.push_str(&format!(": {e}"));
+            src = e.source();
+        }
+        s
+    };
+    assert!(
+        msg.contains("left") || msg.contains("no manifest") || msg.contains("object(s)"),
+        "{msg}"
+    );
+    assert!(chain.contains("storing hits/data/"), "{chain}");
+    assert!(chain.contains("injected permanent failure"), "{chain}");
+    assert!(
+        !dir.path().join("hits/manifests").exists(),
+        "nothing published"
+    );
+    assert!(!err.is_invalid_input());
+}

@@ -6,6 +6,10 @@
 //! generation both "won"). Real S3 evaluates the condition atomically with the write, so the
 //! server here serializes conditional requests ([`AtomicConditions`]) to behave like it.
 
+mod fault;
+
+pub use fault::FaultStore;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 
