@@ -183,12 +183,21 @@ impl Loader {
                 budget: self.opts.load_budget,
             });
         }
-        let permit = self
-            .budget
-            .clone()
-            .acquire_many_owned(units(bytes))
-            .await
-            .expect("the budget is never closed");
+        // When the batch does not fit, the buffer may be what fills the budget: then waiting
+        // would never end, so the buffer becomes a run first (its uploads return the budget).
+        let permit = match self.budget.clone().try_acquire_many_owned(units(bytes)) {
+            Ok(p) => p,
+            Err(_) => {
+                if !self.buffer.is_empty() {
+                    self.flush().await?;
+                }
+                self.budget
+                    .clone()
+                    .acquire_many_owned(units(bytes))
+                    .await
+                    .expect("the budget is never closed")
+            }
+        };
         self.peak_budget_bytes = self.peak_budget_bytes.max(self.budget_in_use());
         self.rows += batch.num_rows() as u64;
         self.buffered_bytes += bytes;
@@ -220,6 +229,12 @@ impl Loader {
             .expect("a buffered batch set the schema");
         let (batches, permits): (Vec<_>, Vec<_>) =
             std::mem::take(&mut self.buffer).into_iter().unzip();
+        // The run's charge: it moves, object by object, to the encoded objects until their
+        // uploads complete, so cutting a run never waits for budget it does not already hold.
+        let mut run_permit = permits.into_iter().reduce(|mut a, b| {
+            a.merge(b);
+            a
+        });
         self.buffered_bytes = 0;
         self.oldest = None;
         let run_no = self.runs;
@@ -230,12 +245,9 @@ impl Loader {
         let zstd_level = self.opts.zstd_level;
         let object_bytes = self.opts.object_bytes;
         let depth = self.opts.pipeline_depth.max(1);
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<(Encoded, OwnedSemaphorePermit)>(depth);
-        let budget = self.budget.clone();
-        // An object never waits for more than a quarter of the budget, so a run and its
-        // objects always fit.
-        let max_object_units = (units(self.opts.load_budget) / 4).max(1);
-        let handle = tokio::runtime::Handle::current();
+        // One object handed over at a time: at most `depth` uploads, one object waiting and one
+        // being encoded.
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<(Encoded, Option<OwnedSemaphorePermit>)>(1);
         // Sort and encode on a blocking thread (rayon inside); objects stream to the uploads.
         let calibration = self.calibration;
         let worker =
@@ -256,20 +268,19 @@ impl Loader {
                     object_bytes,
                     calibration,
                     |obj| {
-                        // Encoded bytes are charged to the budget until their upload completes.
-                        let permit = handle
-                            .block_on(budget.clone().acquire_many_owned(
-                                units(obj.bytes.len() as u64).min(max_object_units),
-                            ))
-                            .expect("the budget is never closed");
-                        tx.blocking_send((obj, permit))
+                        // Encoded bytes stay charged until their upload completes.
+                        let share = run_permit.as_mut().and_then(|p| {
+                            let n = (units(obj.bytes.len() as u64) as usize).min(p.num_permits());
+                            p.split(n)
+                        });
+                        tx.blocking_send((obj, share))
                             .map_err(|_| LoadError::Input {
                                 input: "upload pipeline".into(),
-                                message: "closed".into(),
+                                message: "closed after a failed upload".into(),
                             })
                     },
                 )?;
-                drop(permits);
+                drop(run_permit);
                 Ok((sort_s, t.elapsed().as_secs_f64(), calibration))
             });
 
@@ -281,13 +292,16 @@ impl Loader {
             let position = seq;
             seq += 1;
             self.peak_budget_bytes = self.peak_budget_bytes.max(self.budget_in_use());
-            while uploads.len() >= depth {
+            while uploads.len() >= depth && failure.is_none() {
                 collect(
                     uploads.join_next().await,
                     &mut stored,
                     &mut failure,
                     &mut self.stages,
                 );
+            }
+            if failure.is_some() {
+                break; // stop cutting this run: no more objects to leave behind
             }
             let store = self.store.clone();
             let dir = self.table.data_dir();
@@ -298,15 +312,20 @@ impl Loader {
                 entry.map(|e| (position, e, t.elapsed().as_secs_f64()))
             });
         }
+        drop(rx);
         while let Some(r) = uploads.join_next().await {
             collect(Some(r), &mut stored, &mut failure, &mut self.stages);
         }
-        let worked = worker.await.expect("the sort/encode task does not panic");
+        let worked = worker.await.map_err(|e| LoadError::Input {
+            input: "sort/encode task".into(),
+            message: format!("failed: {e}"),
+        })?;
         // In run order: the objects of a run follow each other in key order.
         stored.sort_by_key(|(position, _)| *position);
         self.objects.extend(stored.into_iter().map(|(_, e)| e));
         match (worked, failure) {
-            (Err(e), _) | (Ok(_), Some(e)) => Err(e),
+            // An upload's failure is the cause; the worker then only saw the pipeline close.
+            (_, Some(e)) | (Err(e), None) => Err(e),
             (Ok((sort_s, encode_s, calibration)), None) => {
                 tracing::info!(run = run_no, objects = seq, sort_s, encode_s, "run stored");
                 self.calibration = calibration;

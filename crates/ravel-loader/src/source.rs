@@ -230,7 +230,11 @@ pub async fn load_files(
     }
     .await;
     drop(rx);
-    let _ = reader.await;
+    // A reader that died (panicked) ended its stream early: that is a failure, not the end.
+    let result = result.and(reader.await.map_err(|e| LoadError::Input {
+        input: "reader".into(),
+        message: format!("the reader thread failed: {e}"),
+    }));
     match result {
         Ok(()) => loader.finish().await,
         Err(e) => Err(loader.abandon(e)),

@@ -286,6 +286,13 @@ fn parse_block(schema: &SchemaRef, block: &[u8]) -> Result<RecordBatch, CellErro
                 fields = ci + 1;
                 continue;
             }
+            if field == b"\\N" && !schema.field(ci).is_nullable() {
+                return Err(CellError {
+                    line_in_block: li,
+                    column: ci,
+                    message: "is \\N (null), but the column is not nullable".into(),
+                });
+            }
             cols[ci]
                 .push(field, &mut scratch)
                 .map_err(|message| CellError {
@@ -441,6 +448,14 @@ mod tests {
                 "{msg} should contain {want}"
             );
         }
+        // A null where the schema allows none.
+        let strict = Arc::new(Schema::new(vec![Field::new("n", DataType::Int32, false)]));
+        let err = parse_chunk(&strict, "z.tsv", b"1\n\\N\n", 1, 1 << 20).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("line 2, column 1 (n): is \\N (null), but the column is not nullable"),
+            "{err}"
+        );
         // Line numbers count across blocks and chunks.
         let mut data = Vec::new();
         for _ in 0..1000 {

@@ -127,10 +127,13 @@ async fn load_and_check(store: Store) {
         let (bytes, batch) = read_object(&store, &o.key).await;
         assert_eq!(bytes.len() as u64, o.bytes);
         assert_eq!(batch.num_rows() as u64, o.rows);
-        let meta = ParquetRecordBatchReaderBuilder::try_new(bytes)
-            .unwrap()
-            .metadata()
-            .clone();
+        let meta = ParquetRecordBatchReaderBuilder::try_new_with_options(
+            bytes,
+            parquet::arrow::arrow_reader::ArrowReaderOptions::new().with_page_index(true),
+        )
+        .unwrap()
+        .metadata()
+        .clone();
         assert_eq!(meta.num_row_groups(), 1, "{}", o.key);
         // Rows in clustering order.
         let rows = order.key_rows(&batch).unwrap();
@@ -177,7 +180,59 @@ async fn load_and_check(store: Store) {
             get("ravel.first_key").unwrap(),
             serde_json::Value::from(o.first_key.clone().unwrap()).to_string()
         );
-        assert!(rg.sorting_columns().is_some());
+        // The recorded key range is the key of the object's real first and last rows.
+        let key_of = |r: usize| -> Vec<serde_json::Value> {
+            use arrow::array::AsArray;
+            use arrow::datatypes::{Int32Type, Int64Type, UInt16Type};
+            let t = batch
+                .column_by_name("EventTime")
+                .unwrap()
+                .as_primitive::<Int64Type>()
+                .value(r);
+            vec![
+                batch
+                    .column_by_name("CounterID")
+                    .unwrap()
+                    .as_primitive::<Int32Type>()
+                    .value(r)
+                    .into(),
+                t.div_euclid(86_400).into(),
+                batch
+                    .column_by_name("EventDate")
+                    .unwrap()
+                    .as_primitive::<UInt16Type>()
+                    .value(r)
+                    .into(),
+                batch
+                    .column_by_name("UserID")
+                    .unwrap()
+                    .as_primitive::<Int64Type>()
+                    .value(r)
+                    .into(),
+                t.into(),
+            ]
+        };
+        assert_eq!(o.first_key.clone().unwrap(), key_of(0), "{}", o.key);
+        assert_eq!(
+            o.last_key.clone().unwrap(),
+            key_of(batch.num_rows() - 1),
+            "{}",
+            o.key
+        );
+        let sorting = rg.sorting_columns().unwrap();
+        assert_eq!(sorting.len(), 1);
+        assert_eq!(
+            sorting[0].column_idx as usize,
+            schema.index_of("CounterID").unwrap()
+        );
+        assert!(matches!(
+            rg.column(0).compression(),
+            parquet::basic::Compression::ZSTD(_)
+        ));
+        assert!(
+            meta.column_index().is_some() && meta.offset_index().is_some(),
+            "page index"
+        );
         all.push(batch);
     }
     // The same rows come back, once.
@@ -429,4 +484,38 @@ async fn a_permanent_store_error_fails_the_load_names_the_key_and_publishes_noth
         "nothing published"
     );
     assert!(!err.is_invalid_input());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_trigger_above_the_budget_still_loads_within_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().to_str().unwrap()).unwrap();
+    let (_, batches) = generate(GenOptions {
+        rows: 40_000,
+        seed: 9,
+        batch_rows: 4096,
+        ..GenOptions::default()
+    });
+    let mut opts = options(1_000_000);
+    opts.load_budget = 12_000_000;
+    opts.target_bytes = Some(1_000_000_000);
+    let mut loader = Loader::new(&store, "hits", opts).await.unwrap();
+    for b in batches {
+        tokio::time::timeout(Duration::from_secs(60), loader.push(b))
+            .await
+            .expect("push does not wait forever")
+            .unwrap();
+    }
+    let report = loader.finish().await.unwrap();
+    assert_eq!(report.rows, 40_000);
+    assert!(
+        report.runs > 1,
+        "the full budget forced runs: {}",
+        report.runs
+    );
+    assert!(
+        report.peak_budget_bytes <= 12_000_000 + 1024,
+        "{}",
+        report.peak_budget_bytes
+    );
 }
