@@ -129,7 +129,8 @@ async fn load_and_check(store: Store) {
         assert_eq!(batch.num_rows() as u64, o.rows);
         let meta = ParquetRecordBatchReaderBuilder::try_new_with_options(
             bytes,
-            parquet::arrow::arrow_reader::ArrowReaderOptions::new().with_page_index(true),
+            parquet::arrow::arrow_reader::ArrowReaderOptions::new()
+                .with_page_index_policy(parquet::file::metadata::PageIndexPolicy::Required),
         )
         .unwrap()
         .metadata()
