@@ -14,6 +14,8 @@ use arrow::array::{
 use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
 use rayon::prelude::*;
 
+use ravel_hits::tsv::days_from_civil;
+
 use crate::LoadError;
 
 /// The column types a TSV can be read into.
@@ -40,16 +42,6 @@ struct CellError {
     line_in_block: usize,
     column: usize,
     message: String,
-}
-
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = if m > 2 { m - 3 } else { m + 9 } as i64;
-    let doy = (153 * mp + 2) / 5 + d as i64 - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 fn digits(b: &[u8]) -> Option<u32> {
