@@ -212,6 +212,33 @@ impl Loader {
         Ok(())
     }
 
+    /// Flushes the buffer as a run if its oldest row is older than the age trigger
+    /// (`max_flush_delay`). `push` checks the age too; a caller whose input may pause calls
+    /// this from a timer so that rows do not wait for the next batch. Returns whether it
+    /// flushed.
+    pub async fn tick(&mut self) -> Result<bool, LoadError> {
+        if self.poisoned {
+            return Err(LoadError::Poisoned);
+        }
+        let aged = self
+            .oldest
+            .is_some_and(|t| t.elapsed() >= self.opts.max_flush_delay);
+        if !aged {
+            return Ok(false);
+        }
+        let result = self.flush().await;
+        if result.is_err() {
+            self.poisoned = true;
+        }
+        result.map(|()| true)
+    }
+
+    /// How long until the buffer's oldest row reaches the age trigger (`None`: buffer empty).
+    pub fn until_aged(&self) -> Option<Duration> {
+        self.oldest
+            .map(|t| self.opts.max_flush_delay.saturating_sub(t.elapsed()))
+    }
+
     /// Bytes of the budget in use now.
     pub fn budget_in_use(&self) -> u64 {
         let total = units(self.opts.load_budget).max(1) as u64;

@@ -219,7 +219,18 @@ pub async fn load_files(
     let result: Result<(), LoadError> = async {
         loop {
             let t = Instant::now();
-            let Some(item) = rx.recv().await else { break };
+            // While input pauses, the age trigger still flushes what is buffered.
+            let next = match loader.until_aged() {
+                Some(wait) => match tokio::time::timeout(wait, rx.recv()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        loader.tick().await?;
+                        continue;
+                    }
+                },
+                None => rx.recv().await,
+            };
+            let Some(item) = next else { break };
             loader.add_read_time(t.elapsed());
             let (batch, input) = item?;
             rows += batch.num_rows() as u64;

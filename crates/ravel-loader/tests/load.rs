@@ -520,3 +520,29 @@ async fn a_run_trigger_above_the_budget_still_loads_within_it() {
         report.peak_budget_bytes
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_age_trigger_flushes_a_paused_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().to_str().unwrap()).unwrap();
+    let (_, batches) = generate(GenOptions {
+        rows: 3000,
+        batch_rows: 1000,
+        ..GenOptions::default()
+    });
+    let mut opts = options(1_000_000);
+    opts.max_flush_delay = Duration::from_millis(1000);
+    let mut loader = Loader::new(&store, "hits", opts).await.unwrap();
+    loader.push(batches[0].clone()).await.unwrap();
+    assert!(!loader.tick().await.unwrap(), "not aged yet");
+    assert_eq!(loader.objects_stored(), 0);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert!(loader.tick().await.unwrap(), "aged: flushed");
+    assert_eq!(loader.objects_stored(), 1);
+    assert!(loader.until_aged().is_none());
+    loader.push(batches[1].clone()).await.unwrap();
+    loader.push(batches[2].clone()).await.unwrap();
+    let report = loader.finish().await.unwrap();
+    assert_eq!(report.rows, 3000);
+    assert_eq!(report.runs, 2);
+}
