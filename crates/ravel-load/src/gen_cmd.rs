@@ -42,11 +42,16 @@ pub enum StringsArg {
 
 impl GenArgs {
     pub fn convention(&self) -> Convention {
-        match (self.convention, self.strings) {
-            (ConventionArg::Typed, _) => Convention::Typed,
-            (ConventionArg::Raw, StringsArg::Binary) => Convention::Raw(Strings::Binary),
-            (ConventionArg::Raw, StringsArg::Utf8) => Convention::Raw(Strings::Utf8),
-        }
+        convention(self.convention, self.strings)
+    }
+}
+
+/// The physical convention the two flags name.
+pub fn convention(convention: ConventionArg, strings: StringsArg) -> Convention {
+    match (convention, strings) {
+        (ConventionArg::Typed, _) => Convention::Typed,
+        (ConventionArg::Raw, StringsArg::Binary) => Convention::Raw(Strings::Binary),
+        (ConventionArg::Raw, StringsArg::Utf8) => Convention::Raw(Strings::Utf8),
     }
 }
 

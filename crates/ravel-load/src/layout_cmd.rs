@@ -251,15 +251,9 @@ pub fn run(args: LayoutArgs) -> Result<()> {
                     let schema = match (from, hits) {
                         (Some(path), _) => parquet_schema(&path)?,
                         (None, _) => {
-                            let conv = crate::gen_cmd::GenArgs {
-                                rows: 0,
-                                seed: 0,
-                                out: PathBuf::new(),
-                                convention,
-                                strings,
-                            }
-                            .convention();
-                            ravel_hits::schema(conv).as_ref().clone()
+                            ravel_hits::schema(crate::gen_cmd::convention(convention, strings))
+                                .as_ref()
+                                .clone()
                         }
                     };
                     let written = service.record_schema(&schema).await.with_context(ctx)?;

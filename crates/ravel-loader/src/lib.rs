@@ -15,4 +15,4 @@ pub use error::LoadError;
 pub use loader::{LoadReport, Loader, StageTimes};
 pub use manifest::{MANIFEST_FORMAT, Manifest, ObjectEntry};
 pub use options::LoadOptions;
-pub use source::{InputFormat, READ_BATCH_ROWS, expand_inputs, load_files, load_parquet_files};
+pub use source::{InputFormat, READ_BATCH_ROWS, expand_inputs, load_files};

@@ -178,17 +178,6 @@ impl InputFormat {
     }
 }
 
-/// Loads Parquet files into a table (see [`load_files`]).
-pub async fn load_parquet_files(
-    store: &Store,
-    table: &str,
-    opts: LoadOptions,
-    paths: &[PathBuf],
-    progress: impl FnMut(u64, &Loader),
-) -> Result<LoadReport, LoadError> {
-    load_files(store, table, opts, paths, InputFormat::Parquet, progress).await
-}
-
 /// Loads files into a table: reads them in order on a reader thread, pushes every batch,
 /// finishes. TSV columns follow the table's recorded schema, or the hits schema (raw
 /// convention, Binary strings) when it has none. `progress` sees the rows pushed so far.
