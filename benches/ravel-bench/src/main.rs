@@ -3,6 +3,9 @@
 
 use std::time::Instant;
 
+// The same memcmp/bcmp as ravel-load, so that measurements match the product.
+use ravel_memcmp as _;
+
 use anyhow::{Context, Result};
 use arrow::array::RecordBatch;
 use arrow::compute::{concat_batches, take_record_batch};

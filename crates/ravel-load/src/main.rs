@@ -8,6 +8,9 @@ mod load_cmd;
 
 use std::process::ExitCode;
 
+// This binary's memcmp/bcmp: see the crate's docs for the measurement behind it.
+use ravel_memcmp as _;
+
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
