@@ -13,5 +13,5 @@ pub use document::{
     Bloom, BloomScope, ClusteringKey, LAYOUT_FORMAT, Layout, is_orderable, is_text, is_time_type,
 };
 pub use error::LayoutError;
-pub use order::{ClusteringOrder, clustering_permutation, time_bucket};
+pub use order::{ClusteringOrder, clustering_permutation, normalized_order, time_bucket};
 pub use service::{LayoutStore, Updated};

@@ -112,15 +112,21 @@ impl ClusteringOrder {
                 max: u32::MAX as usize,
             });
         }
-        let rows = self.key_rows(batch)?;
-        let mut idx: Vec<u32> = (0..n as u32).collect();
-        idx.par_sort_by(|&a, &b| rows.row(a as usize).cmp(&rows.row(b as usize)));
+        let idx: Vec<u32> = self
+            .merge_order(std::slice::from_ref(batch))?
+            .into_iter()
+            .map(|(_, r)| r as u32)
+            .collect();
         Ok(UInt32Array::from(idx))
     }
 
     /// The clustering order of several batches taken as one run, as `(batch, row)` pairs:
     /// gathering the rows in this order (arrow's `interleave`) gives the sorted run without
     /// first concatenating the batches. Stable: ties keep batch order, then row order.
+    ///
+    /// When every key component is an integer, date or timestamp (hits' keys are), the keys
+    /// are normalized into fixed-width words (see [`normalized_order`]) and sorted as plain
+    /// integers; otherwise (string keys) arrow's row format orders them.
     pub fn merge_order(&self, batches: &[RecordBatch]) -> Result<Vec<(usize, usize)>, LayoutError> {
         let total: usize = batches.iter().map(|b| b.num_rows()).sum();
         if total > u32::MAX as usize {
@@ -129,17 +135,145 @@ impl ClusteringOrder {
                 max: u32::MAX as usize,
             });
         }
-        let converter = RowConverter::new(self.fields.clone())?;
-        let mut rows = converter.empty_rows(total, total * 16);
+        let keys = batches
+            .iter()
+            .map(|b| self.key_columns(b))
+            .collect::<Result<Vec<_>, _>>()?;
+        let idx = match normalized_order(&keys, total) {
+            Some(idx) => idx,
+            None => {
+                let converter = RowConverter::new(self.fields.clone())?;
+                let mut rows = converter.empty_rows(total, total * 16);
+                for k in &keys {
+                    converter.append(&mut rows, k)?;
+                }
+                let mut idx: Vec<u32> = (0..total as u32).collect();
+                idx.par_sort_by(|&a, &b| rows.row(a as usize).cmp(&rows.row(b as usize)));
+                idx
+            }
+        };
         let mut origin = Vec::with_capacity(total);
         for (bi, b) in batches.iter().enumerate() {
-            converter.append(&mut rows, &self.key_columns(b)?)?;
             origin.extend((0..b.num_rows()).map(|r| (bi, r)));
         }
-        let mut idx: Vec<u32> = (0..total as u32).collect();
-        idx.par_sort_by(|&a, &b| rows.row(a as usize).cmp(&rows.row(b as usize)));
         Ok(idx.into_iter().map(|i| origin[i as usize]).collect())
     }
+}
+
+/// Most words a normalized key may have; wider keys use arrow's row format.
+const MAX_WORDS: usize = 12;
+
+/// One key component as order-preserving `u64` words: nulls first, then values in order.
+/// Integers, dates and timestamps up to 32 bits take one word (validity bit above the value);
+/// 64-bit ones take one word when the run has no null in them, else two (validity, value).
+/// `None` for any other type.
+fn component_words(arrays: &[&dyn Array]) -> Option<Vec<Vec<u64>>> {
+    let dt = arrays.first()?.data_type().clone();
+    let nulls = arrays.iter().any(|a| a.null_count() > 0);
+    let total: usize = arrays.iter().map(|a| a.len()).sum();
+    // Up to 32 bits: `map` gives the value's order-preserving u32; bit 32 marks a valid value.
+    fn narrow<T: ArrowPrimitiveType>(
+        arrays: &[&dyn Array],
+        total: usize,
+        map: impl Fn(T::Native) -> u32,
+    ) -> Vec<Vec<u64>> {
+        let mut out = Vec::with_capacity(total);
+        for a in arrays {
+            let a: &PrimitiveArray<T> = a.as_primitive();
+            if a.null_count() == 0 {
+                out.extend(a.values().iter().map(|&v| (1 << 32) | map(v) as u64));
+            } else {
+                out.extend(a.iter().map(|v| v.map_or(0, |v| (1 << 32) | map(v) as u64)));
+            }
+        }
+        vec![out]
+    }
+    // 64 bits: `map` gives the order-preserving u64; with nulls a validity word goes first.
+    fn wide<T: ArrowPrimitiveType>(
+        arrays: &[&dyn Array],
+        total: usize,
+        nulls: bool,
+        map: impl Fn(T::Native) -> u64,
+    ) -> Vec<Vec<u64>> {
+        let mut value = Vec::with_capacity(total);
+        let mut valid = Vec::with_capacity(if nulls { total } else { 0 });
+        for a in arrays {
+            let a: &PrimitiveArray<T> = a.as_primitive();
+            if nulls {
+                for v in a.iter() {
+                    valid.push(v.is_some() as u64);
+                    value.push(v.map_or(0, &map));
+                }
+            } else {
+                value.extend(a.values().iter().map(|&v| map(v)));
+            }
+        }
+        if nulls {
+            vec![valid, value]
+        } else {
+            vec![value]
+        }
+    }
+    let s32 = |v: i32| (v as u32) ^ 0x8000_0000;
+    let s64 = |v: i64| (v as u64) ^ (1 << 63);
+    Some(match dt {
+        DataType::Int8 => narrow::<Int8Type>(arrays, total, |v| s32(v as i32)),
+        DataType::Int16 => narrow::<Int16Type>(arrays, total, |v| s32(v as i32)),
+        DataType::Int32 => narrow::<Int32Type>(arrays, total, s32),
+        DataType::Date32 => narrow::<Date32Type>(arrays, total, s32),
+        DataType::UInt8 => narrow::<UInt8Type>(arrays, total, |v| v as u32),
+        DataType::UInt16 => narrow::<UInt16Type>(arrays, total, |v| v as u32),
+        DataType::UInt32 => narrow::<UInt32Type>(arrays, total, |v| v),
+        DataType::Int64 => wide::<Int64Type>(arrays, total, nulls, s64),
+        DataType::Date64 => wide::<Date64Type>(arrays, total, nulls, s64),
+        DataType::UInt64 => wide::<UInt64Type>(arrays, total, nulls, |v| v),
+        DataType::Timestamp(TimeUnit::Second, _) => {
+            wide::<TimestampSecondType>(arrays, total, nulls, s64)
+        }
+        DataType::Timestamp(TimeUnit::Millisecond, _) => {
+            wide::<TimestampMillisecondType>(arrays, total, nulls, s64)
+        }
+        DataType::Timestamp(TimeUnit::Microsecond, _) => {
+            wide::<TimestampMicrosecondType>(arrays, total, nulls, s64)
+        }
+        DataType::Timestamp(TimeUnit::Nanosecond, _) => {
+            wide::<TimestampNanosecondType>(arrays, total, nulls, s64)
+        }
+        _ => return None,
+    })
+}
+
+/// The stable sort order of the rows of several batches' key columns (`keys[batch][component]`)
+/// when every component normalizes to words: each row becomes `([u64; K], row)` and the pairs
+/// are sorted as integers in parallel, the row number breaking ties (so the order is stable).
+/// `None` when a component does not normalize or the key needs more than [`MAX_WORDS`] words.
+pub fn normalized_order(keys: &[Vec<ArrayRef>], total: usize) -> Option<Vec<u32>> {
+    let components = keys.first().map_or(0, |k| k.len());
+    let mut words: Vec<Vec<u64>> = Vec::new();
+    for c in 0..components {
+        let arrays: Vec<&dyn Array> = keys.iter().map(|k| k[c].as_ref()).collect();
+        words.extend(component_words(&arrays)?);
+        if words.len() > MAX_WORDS {
+            return None;
+        }
+    }
+    fn sort<const K: usize>(words: &[Vec<u64>], total: usize) -> Vec<u32> {
+        let mut entries: Vec<([u64; K], u32)> = (0..total)
+            .into_par_iter()
+            .map(|i| (std::array::from_fn(|w| words[w][i]), i as u32))
+            .collect();
+        entries.par_sort_unstable();
+        entries.into_par_iter().map(|(_, i)| i).collect()
+    }
+    macro_rules! by_width {
+        ($($k:literal)*) => {
+            match words.len() {
+                $($k => sort::<$k>(&words, total),)*
+                _ => return None,
+            }
+        };
+    }
+    Some(by_width!(0 1 2 3 4 5 6 7 8 9 10 11 12))
 }
 
 /// The permutation that puts `batch` in the layout's clustering order; the identity when the

@@ -453,3 +453,16 @@ fn naive_cells_order_as_documented() {
         Ordering::Less
     );
 }
+
+#[test]
+fn integer_keys_sort_as_words_and_string_keys_do_not() {
+    use ravel_layout::normalized_order;
+    let ints: Vec<ArrayRef> = vec![
+        Arc::new(Int32Array::from(vec![Some(2), None, Some(-1)])),
+        Arc::new(UInt64Array::from(vec![Some(u64::MAX), Some(0), None])),
+    ];
+    // Nulls first, signed order, the validity word before a 64-bit value.
+    assert_eq!(normalized_order(&[ints], 3), Some(vec![1, 2, 0]));
+    let strings: Vec<ArrayRef> = vec![Arc::new(StringArray::from(vec!["b", "a"]))];
+    assert_eq!(normalized_order(&[strings], 2), None);
+}

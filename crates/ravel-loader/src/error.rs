@@ -7,7 +7,7 @@ pub enum LoadError {
     Layout(#[from] ravel_layout::LayoutError),
 
     #[error(
-        "a batch of {batch_bytes} bytes is larger than the whole load budget of {budget} bytes; raise --load-budget or push smaller batches"
+        "a batch needing {batch_bytes} bytes (its memory and its rows' sort scratch) is larger than the whole load budget of {budget} bytes; raise --load-budget or push smaller batches"
     )]
     BatchOverBudget { batch_bytes: u64, budget: u64 },
 

@@ -14,5 +14,5 @@ pub mod tsv;
 pub use error::LoadError;
 pub use loader::{LoadReport, Loader, StageTimes};
 pub use manifest::{MANIFEST_FORMAT, Manifest, ObjectEntry};
-pub use options::LoadOptions;
+pub use options::{LoadOptions, SORT_SCRATCH_PER_ROW};
 pub use source::{InputFormat, READ_BATCH_ROWS, expand_inputs, load_files};

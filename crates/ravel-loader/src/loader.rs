@@ -3,8 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use arrow::array::RecordBatch;
-use arrow::compute::concat_batches;
+use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use object_store::path::Path;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
@@ -15,7 +14,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::manifest::{MANIFEST_FORMAT, Manifest, ObjectEntry};
-use crate::object::{Encoded, cut_run, writer_properties};
+use crate::object::{Encoded, Run, cut_run, writer_properties};
 use crate::{LoadError, LoadOptions};
 
 /// The budget counts in KiB so that tokio's u32 permit counts cover budgets up to 4 TiB.
@@ -176,16 +175,24 @@ impl Loader {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        let bytes = batch.get_array_memory_size() as u64;
-        if bytes > self.opts.load_budget {
+        let cost = LoadOptions::batch_cost(
+            batch.get_array_memory_size() as u64,
+            batch.num_rows() as u64,
+        );
+        if cost > self.opts.load_budget {
             return Err(LoadError::BatchOverBudget {
-                batch_bytes: bytes,
+                batch_bytes: cost,
                 budget: self.opts.load_budget,
             });
         }
-        // When the batch does not fit, the buffer may be what fills the budget: then waiting
-        // would never end, so the buffer becomes a run first (its uploads return the budget).
-        let permit = match self.budget.clone().try_acquire_many_owned(units(bytes)) {
+        // A batch that would take the buffer past the trigger starts the next run, so a run
+        // never eats into the budget its objects in flight need.
+        if !self.buffer.is_empty() && self.buffered_bytes + cost > self.opts.flush_trigger() {
+            self.flush().await?;
+        }
+        // When the batch does not fit, the buffer may be what fills the budget (a trigger set
+        // above it): waiting would never end, so the buffer becomes a run first.
+        let permit = match self.budget.clone().try_acquire_many_owned(units(cost)) {
             Ok(p) => p,
             Err(_) => {
                 if !self.buffer.is_empty() {
@@ -193,14 +200,14 @@ impl Loader {
                 }
                 self.budget
                     .clone()
-                    .acquire_many_owned(units(bytes))
+                    .acquire_many_owned(units(cost))
                     .await
                     .expect("the budget is never closed")
             }
         };
         self.peak_budget_bytes = self.peak_budget_bytes.max(self.budget_in_use());
         self.rows += batch.num_rows() as u64;
-        self.buffered_bytes += bytes;
+        self.buffered_bytes += cost;
         self.oldest.get_or_insert_with(Instant::now);
         self.buffer.push((batch, permit));
         let aged = self
@@ -256,12 +263,14 @@ impl Loader {
             .expect("a buffered batch set the schema");
         let (batches, permits): (Vec<_>, Vec<_>) =
             std::mem::take(&mut self.buffer).into_iter().unzip();
-        // The run's charge: it moves, object by object, to the encoded objects until their
-        // uploads complete, so cutting a run never waits for budget it does not already hold.
-        let mut run_permit = permits.into_iter().reduce(|mut a, b| {
+        // The run's charge stays until its last object is encoded (its batches are the rows);
+        // encoded objects are charged on their own, out of what the run leaves of the budget.
+        let run_permit = permits.into_iter().reduce(|mut a, b| {
             a.merge(b);
             a
         });
+        let total_units = units(self.opts.load_budget).max(1) as usize;
+        let object_cap = total_units - run_permit.as_ref().map_or(0, |p| p.num_permits());
         self.buffered_bytes = 0;
         self.oldest = None;
         let run_no = self.runs;
@@ -274,17 +283,20 @@ impl Loader {
         let depth = self.opts.pipeline_depth.max(1);
         // One object handed over at a time: at most `depth` uploads, one object waiting and one
         // being encoded.
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<(Encoded, Option<OwnedSemaphorePermit>)>(1);
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Encoded>(1);
         // Sort and encode on a blocking thread (rayon inside); objects stream to the uploads.
         let calibration = self.calibration;
         let worker =
             tokio::task::spawn_blocking(move || -> Result<(f64, f64, Option<f64>), LoadError> {
                 let t = Instant::now();
-                let run = match &order {
-                    Some(o) => gather(&schema, &batches, &o.merge_order(&batches)?)?,
-                    None => concat_batches(&schema, &batches)?,
+                let batches = match &order {
+                    Some(o) => {
+                        let sorted = o.merge_order(&batches)?;
+                        vec![gather_consuming(&schema, batches, &sorted)?]
+                    }
+                    None => batches,
                 };
-                drop(batches);
+                let run = Run::new(schema, batches);
                 let sort_s = t.elapsed().as_secs_f64();
                 let props = writer_properties(&layout, &run, zstd_level)?;
                 let t = Instant::now();
@@ -295,18 +307,14 @@ impl Loader {
                     object_bytes,
                     calibration,
                     |obj| {
-                        // Encoded bytes stay charged until their upload completes.
-                        let share = run_permit.as_mut().and_then(|p| {
-                            let n = (units(obj.bytes.len() as u64) as usize).min(p.num_permits());
-                            p.split(n)
-                        });
-                        tx.blocking_send((obj, share))
-                            .map_err(|_| LoadError::Input {
-                                input: "upload pipeline".into(),
-                                message: "closed after a failed upload".into(),
-                            })
+                        tx.blocking_send(obj).map_err(|_| LoadError::Input {
+                            input: "upload pipeline".into(),
+                            message: "closed after a failed upload".into(),
+                        })
                     },
                 )?;
+                // The rows are gone once the last object is encoded: return their budget.
+                drop(run);
                 drop(run_permit);
                 Ok((sort_s, t.elapsed().as_secs_f64(), calibration))
             });
@@ -315,7 +323,21 @@ impl Loader {
         let mut failure: Option<LoadError> = None;
         let mut stored: Vec<(usize, ObjectEntry)> = Vec::new();
         let mut seq = 0usize;
-        while let Some((obj, permit)) = rx.recv().await {
+        while let Some(obj) = rx.recv().await {
+            // Encoded bytes stay charged until their upload completes; waiting here for the
+            // budget holds the encoder back (the channel is full) until uploads finish.
+            let want = (units(obj.bytes.len() as u64) as usize).min(object_cap) as u32;
+            let permit = if want == 0 {
+                None
+            } else {
+                Some(
+                    self.budget
+                        .clone()
+                        .acquire_many_owned(want)
+                        .await
+                        .expect("the budget is never closed"),
+                )
+            };
             let position = seq;
             seq += 1;
             self.peak_budget_bytes = self.peak_budget_bytes.max(self.budget_in_use());
@@ -457,22 +479,31 @@ impl Loader {
     }
 }
 
-/// The rows of `batches` in `order`, gathered column by column in parallel.
-fn gather(
+/// The rows of `batches` in `order`, gathered column by column in parallel (one column's
+/// random reads stay within that column's buffers, which keeps them in cache). Each source
+/// column is released as soon as its sorted copy exists, so the run never needs twice its
+/// memory: at any moment only the columns being gathered exist twice.
+fn gather_consuming(
     schema: &SchemaRef,
-    batches: &[RecordBatch],
+    batches: Vec<RecordBatch>,
     order: &[(usize, usize)],
 ) -> Result<RecordBatch, LoadError> {
     use rayon::prelude::*;
-    let columns = (0..schema.fields().len())
+    let mut columns: Vec<Vec<ArrayRef>> =
+        vec![Vec::with_capacity(batches.len()); schema.fields().len()];
+    for b in batches {
+        for (c, a) in b.columns().iter().enumerate() {
+            columns[c].push(a.clone());
+        }
+    }
+    let sorted = columns
         .into_par_iter()
-        .map(|c| {
-            let arrays: Vec<&dyn arrow::array::Array> =
-                batches.iter().map(|b| b.column(c).as_ref()).collect();
-            arrow::compute::interleave(&arrays, order)
+        .map(|arrays| {
+            let refs: Vec<&dyn arrow::array::Array> = arrays.iter().map(|a| a.as_ref()).collect();
+            arrow::compute::interleave(&refs, order)
         })
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(RecordBatch::try_new(schema.clone(), columns)?)
+    Ok(RecordBatch::try_new(schema.clone(), sorted)?)
 }
 
 /// An upload's outcome: the object's position in its run, its entry, seconds spent.

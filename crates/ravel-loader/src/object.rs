@@ -2,7 +2,7 @@
 //! writer's encoded-size estimate reaches the target.
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
-use arrow::datatypes::DataType;
+use arrow::datatypes::{DataType, SchemaRef};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::{KeyValue, SortingColumn};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
@@ -33,58 +33,117 @@ const DICTIONARY_MAX_DISTINCT: f64 = 0.5;
 /// Whether a dictionary pays for a column of this run: fewer than half of the sampled values
 /// are distinct. High-cardinality columns (ids, hashes, times) otherwise build a dictionary,
 /// overflow it and fall back to PLAIN, paying for both.
-fn dictionary_pays(a: &dyn Array) -> bool {
+fn dictionary_pays(arrays: &[&dyn Array]) -> bool {
     use std::collections::HashSet;
     use std::hash::{BuildHasher, Hash, Hasher};
-    let n = a.len();
+    let n: usize = arrays.iter().map(|a| a.len()).sum();
     if n == 0 {
         return true;
     }
     let step = n.div_ceil(DICTIONARY_SAMPLE).max(1);
     let state = std::collections::hash_map::RandomState::new();
-    let data = a.to_data();
     let mut seen = HashSet::with_capacity(DICTIONARY_SAMPLE);
     let mut sampled = 0usize;
-    let width = data.data_type().primitive_width();
-    for i in (0..n).step_by(step) {
-        let mut h = state.build_hasher();
-        if a.is_null(i) {
-            0u8.hash(&mut h);
-        } else if let Some(w) = width {
-            let buf =
-                &data.buffers()[0].as_slice()[(data.offset() + i) * w..(data.offset() + i + 1) * w];
-            buf.hash(&mut h);
-        } else {
-            match a.data_type() {
-                DataType::Binary => a.as_binary::<i32>().value(i).hash(&mut h),
-                DataType::LargeBinary => a.as_binary::<i64>().value(i).hash(&mut h),
-                DataType::Utf8 => a.as_string::<i32>().value(i).hash(&mut h),
-                DataType::LargeUtf8 => a.as_string::<i64>().value(i).hash(&mut h),
-                _ => return true,
+    let (mut next, mut base) = (0usize, 0usize);
+    for a in arrays {
+        let data = a.to_data();
+        let width = data.data_type().primitive_width();
+        while next < base + a.len() {
+            let i = next - base;
+            next += step;
+            let mut h = state.build_hasher();
+            if a.is_null(i) {
+                0u8.hash(&mut h);
+            } else if let Some(w) = width {
+                let at = (data.offset() + i) * w;
+                data.buffers()[0].as_slice()[at..at + w].hash(&mut h);
+            } else {
+                match a.data_type() {
+                    DataType::Binary => a.as_binary::<i32>().value(i).hash(&mut h),
+                    DataType::LargeBinary => a.as_binary::<i64>().value(i).hash(&mut h),
+                    DataType::Utf8 => a.as_string::<i32>().value(i).hash(&mut h),
+                    DataType::LargeUtf8 => a.as_string::<i64>().value(i).hash(&mut h),
+                    _ => return true,
+                }
             }
+            seen.insert(h.finish());
+            sampled += 1;
         }
-        seen.insert(h.finish());
-        sampled += 1;
+        base += a.len();
     }
     (seen.len() as f64) < DICTIONARY_MAX_DISTINCT * sampled as f64
+}
+
+/// A run: its rows in the order they are written (a sorted run is one gathered batch; an
+/// arrival-order run is the buffered batches as they came).
+pub(crate) struct Run {
+    pub schema: SchemaRef,
+    pub batches: Vec<RecordBatch>,
+    /// First run position of each batch.
+    starts: Vec<usize>,
+    rows: usize,
+}
+
+impl Run {
+    pub fn new(schema: SchemaRef, batches: Vec<RecordBatch>) -> Run {
+        let mut starts = Vec::with_capacity(batches.len());
+        let mut rows = 0;
+        for b in &batches {
+            starts.push(rows);
+            rows += b.num_rows();
+        }
+        Run {
+            schema,
+            batches,
+            starts,
+            rows,
+        }
+    }
+
+    pub fn num_rows(&self) -> usize {
+        self.rows
+    }
+
+    /// The `(batch, row)` at position `i` of the run.
+    fn origin(&self, i: usize) -> (usize, usize) {
+        let b = self.starts.partition_point(|&s| s <= i) - 1;
+        (b, i - self.starts[b])
+    }
+
+    /// Encodes positions `start..start + len` of the run.
+    fn write(
+        &self,
+        w: &mut ParallelWriter<Vec<u8>>,
+        start: usize,
+        len: usize,
+    ) -> Result<(), LoadError> {
+        let (mut at, end) = (start, start + len);
+        while at < end {
+            let (b, r) = self.origin(at);
+            let n = (self.batches[b].num_rows() - r).min(end - at);
+            w.write(&self.batches[b].slice(r, n))?;
+            at += n;
+        }
+        Ok(())
+    }
 }
 
 /// Writer properties of the objects cut from one sorted run.
 pub(crate) fn writer_properties(
     layout: &Layout,
-    run: &RecordBatch,
+    run: &Run,
     zstd_level: i32,
 ) -> Result<WriterProperties, LoadError> {
-    let schema = run.schema();
-    let schema = schema.as_ref();
+    let schema = run.schema.as_ref();
     let bloom_ndv = run.num_rows() as u64;
     let mut b = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(zstd_level)?))
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_max_row_group_row_count(None)
         .set_bloom_filter_enabled(false);
-    for (field, column) in schema.fields().iter().zip(run.columns()) {
-        if !dictionary_pays(column.as_ref()) {
+    for (c, field) in schema.fields().iter().enumerate() {
+        let arrays: Vec<&dyn Array> = run.batches.iter().map(|b| b.column(c).as_ref()).collect();
+        if !dictionary_pays(&arrays) {
             b = b.set_column_dictionary_enabled(ColumnPath::from(field.name().as_str()), false);
         }
     }
@@ -166,8 +225,12 @@ fn hex(b: &[u8]) -> Value {
     Value::from(b.iter().map(|x| format!("{x:02x}")).collect::<String>())
 }
 
-fn key_at(cols: &[ArrayRef], i: usize) -> Vec<Value> {
-    cols.iter().map(|c| key_value(c.as_ref(), i)).collect()
+fn key_at(run: &Run, key_cols: &[Vec<ArrayRef>], i: usize) -> Vec<Value> {
+    let (b, r) = run.origin(i);
+    key_cols[b]
+        .iter()
+        .map(|c| key_value(c.as_ref(), r))
+        .collect()
 }
 
 /// Cuts a sorted run into objects of about `object_bytes`, calling `emit` with each as soon as
@@ -179,7 +242,7 @@ fn key_at(cols: &[ArrayRef], i: usize) -> Vec<Value> {
 /// load's first full object is encoded again when the uncalibrated estimate missed the target
 /// by more than 15 %, so that no object pays for the estimator's first guess.
 pub(crate) fn cut_run(
-    run: &RecordBatch,
+    run: &Run,
     order: Option<&ClusteringOrder>,
     props: &WriterProperties,
     object_bytes: u64,
@@ -188,10 +251,15 @@ pub(crate) fn cut_run(
 ) -> Result<Option<f64>, LoadError> {
     let mut calibration = calibration;
     let key_cols = match order {
-        Some(o) => Some(o.key_columns(run)?),
+        Some(o) => Some(
+            run.batches
+                .iter()
+                .map(|b| o.key_columns(b))
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
         None => None,
     };
-    let schema = run.schema();
+    let schema = run.schema.clone();
     let n = run.num_rows();
     let mut start = 0;
     while start < n {
@@ -206,7 +274,7 @@ pub(crate) fn cut_run(
         let mut estimate = 0usize;
         while end < n {
             let len = CHUNK_ROWS.min(n - end);
-            w.write(&run.slice(end, len))?;
+            run.write(&mut w, end, len)?;
             end += len;
             estimate = w.estimated_group_bytes();
             if estimate as f64 >= threshold {
@@ -214,7 +282,10 @@ pub(crate) fn cut_run(
             }
         }
         let (first_key, last_key) = match &key_cols {
-            Some(cols) => (Some(key_at(cols, start)), Some(key_at(cols, end - 1))),
+            Some(cols) => (
+                Some(key_at(run, cols, start)),
+                Some(key_at(run, cols, end - 1)),
+            ),
             None => (None, None),
         };
         if let (Some(f), Some(l)) = (&first_key, &last_key) {
@@ -261,19 +332,23 @@ mod tests {
     fn dictionaries_only_where_values_repeat() {
         let unique = Int64Array::from_iter_values(0..100_000);
         let repeated = Int64Array::from_iter_values((0..100_000).map(|i| i % 1000));
-        assert!(!dictionary_pays(&unique));
-        assert!(dictionary_pays(&repeated));
+        assert!(!dictionary_pays(&[&unique]));
+        assert!(dictionary_pays(&[&repeated]));
         let urls: Vec<String> = (0..50_000)
             .map(|i| format!("http://x/{}", i % 300))
             .collect();
         let urls = BinaryArray::from_iter_values(urls.iter().map(|s| s.as_bytes()));
-        assert!(dictionary_pays(&urls));
+        assert!(dictionary_pays(&[&urls]));
         let ids: Vec<String> = (0..50_000).map(|i| format!("id-{i}")).collect();
         let ids = BinaryArray::from_iter_values(ids.iter().map(|s| s.as_bytes()));
-        assert!(!dictionary_pays(&ids));
+        assert!(!dictionary_pays(&[&ids]));
         // Sliced arrays read their own window.
         let sliced = repeated.slice(500, 10_000);
-        assert!(dictionary_pays(&sliced));
-        assert!(!dictionary_pays(&unique.slice(5_000, 50_000)));
+        assert!(dictionary_pays(&[&sliced]));
+        assert!(!dictionary_pays(&[&unique.slice(5_000, 50_000)]));
+        // Several arrays are sampled as one.
+        let halves = [unique.slice(0, 50_000), unique.slice(50_000, 50_000)];
+        assert!(!dictionary_pays(&[&halves[0], &halves[1]]));
+        assert!(dictionary_pays(&[&repeated.slice(0, 7), &repeated]));
     }
 }

@@ -43,19 +43,33 @@ impl LoadOptions {
         }
     }
 
-    /// Bytes of encoded objects the pipeline may hold: `pipeline_depth × object_bytes`, but at
-    /// most a quarter of the budget.
+    /// Bytes of encoded objects the pipeline may hold: the `pipeline_depth` uploads plus the
+    /// object waiting for an upload slot and the one being encoded, but at most a quarter of
+    /// the budget.
     pub fn in_flight_bytes(&self) -> u64 {
-        (self.pipeline_depth as u64)
+        (self.pipeline_depth as u64 + 2)
             .saturating_mul(self.object_bytes)
             .min(self.load_budget / 4)
     }
 
-    /// The buffered bytes that trigger a run. Unless set, half of what the budget leaves after
-    /// the objects in flight: sorting a run holds the buffer and its sorted copy at once.
+    /// What a buffered batch costs the budget: its memory plus the sort's scratch space for
+    /// its rows ([`SORT_SCRATCH_PER_ROW`]).
+    pub fn batch_cost(batch_bytes: u64, rows: u64) -> u64 {
+        batch_bytes + rows * SORT_SCRATCH_PER_ROW
+    }
+
+    /// The buffered cost ([`LoadOptions::batch_cost`]) that triggers a run. Unless set: the
+    /// budget less the objects in flight. A run is encoded straight from the buffered batches
+    /// (each object's rows are gathered as they are encoded), so the buffer, the sort's scratch
+    /// and the objects in flight are all a run holds.
     pub fn flush_trigger(&self) -> u64 {
         self.target_bytes
-            .unwrap_or((self.load_budget - self.in_flight_bytes()) / 2)
+            .unwrap_or(self.load_budget - self.in_flight_bytes())
             .max(1)
     }
 }
+
+/// Sort scratch per buffered row, charged to the budget with the row: the normalized key and
+/// its sort entries (hits' key is five words: about 90 bytes a row at the peak) and the
+/// `(batch, row)` order (16 bytes).
+pub const SORT_SCRATCH_PER_ROW: u64 = 128;
