@@ -179,15 +179,28 @@ impl LayoutStore {
         next.generation = base.generation + 1;
         let path = self.table.layout_doc(next.generation);
         let json = serde_json::to_vec_pretty(&next).expect("a layout serializes");
-        match self
+        let mut stored = self
             .store
             .put_opts(
                 &path,
-                PutPayload::from(json),
+                PutPayload::from(json.clone()),
                 PutOptions::from(PutMode::Create),
             )
-            .await
-        {
+            .await;
+        if let Err(object_store::Error::AlreadyExists { .. }) = &stored {
+            // A retry whose first attempt was stored (its response lost) finds this very
+            // document: that is our write, not a conflict.
+            if let Ok(got) = self.store.get(&path).await
+                && let Ok(there) = got.bytes().await
+                && there.as_ref() == json.as_slice()
+            {
+                stored = Ok(object_store::PutResult {
+                    e_tag: None,
+                    version: None,
+                });
+            }
+        }
+        match stored {
             Ok(_) => {
                 tracing::info!(
                     table = self.table.name(),

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use object_store::path::Path;
-use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use ravel_layout::{ClusteringOrder, Layout, LayoutStore};
 use ravel_store::{Store, TablePaths};
 use serde::Serialize;
@@ -449,17 +449,40 @@ impl Loader {
         };
         let path = self.table.manifests_dir().join(format!("{load_id}.json"));
         let json = serde_json::to_vec_pretty(&manifest).expect("a manifest serializes");
-        self.store
+        let store_err = |source| LoadError::Store {
+            key: path.to_string(),
+            source,
+        };
+        match self
+            .store
             .put_opts(
                 &path,
-                PutPayload::from(json),
+                PutPayload::from(json.clone()),
                 PutOptions::from(PutMode::Create),
             )
             .await
-            .map_err(|source| LoadError::Store {
-                key: path.to_string(),
-                source,
-            })?;
+        {
+            Ok(_) => {}
+            // A retried request whose first attempt was stored (the response was lost) finds
+            // its own manifest: that is success. Anything else under this name is not ours.
+            Err(object_store::Error::AlreadyExists { source, path: p }) => {
+                let there = self
+                    .store
+                    .get(&path)
+                    .await
+                    .map_err(store_err)?
+                    .bytes()
+                    .await
+                    .map_err(store_err)?;
+                if there.as_ref() != json.as_slice() {
+                    return Err(store_err(object_store::Error::AlreadyExists {
+                        path: p,
+                        source,
+                    }));
+                }
+            }
+            Err(e) => return Err(store_err(e)),
+        }
         self.stages.commit_s += t.elapsed().as_secs_f64();
         tracing::info!(manifest = %path, objects = self.objects.len(), rows = self.rows, "load committed");
         Ok(LoadReport {

@@ -66,6 +66,17 @@ fn read_tsv(
     schema: SchemaRef,
     tx: tokio::sync::mpsc::Sender<Result<(RecordBatch, String), LoadError>>,
 ) {
+    read_tsv_chunked(paths, schema, tx, TSV_CHUNK_BYTES)
+}
+
+/// [`read_tsv`], reading `chunk_bytes` at a time. A line longer than a chunk is not cut: the
+/// chunk grows until the line ends.
+fn read_tsv_chunked(
+    paths: Vec<PathBuf>,
+    schema: SchemaRef,
+    tx: tokio::sync::mpsc::Sender<Result<(RecordBatch, String), LoadError>>,
+    chunk_bytes: usize,
+) {
     for path in paths {
         let shown = path.display().to_string();
         let mut file = match std::fs::File::open(&path) {
@@ -81,7 +92,7 @@ fn read_tsv(
         while !eof {
             let mut chunk = std::mem::take(&mut carry);
             let have = chunk.len();
-            chunk.resize(have + TSV_CHUNK_BYTES, 0);
+            chunk.resize(have + chunk_bytes, 0);
             let mut filled = have;
             while filled < chunk.len() {
                 match file.read(&mut chunk[filled..]) {
@@ -97,16 +108,14 @@ fn read_tsv(
                 }
             }
             chunk.truncate(filled);
-            // Whole lines only; the rest waits for the next chunk.
+            // Whole lines only; the rest waits for the next chunk (all of it, when no line
+            // ends in this chunk).
             let cut = if eof {
                 chunk.len()
             } else {
-                match chunk.iter().rposition(|&b| b == b'\n') {
-                    Some(p) => p + 1,
-                    None => chunk.len(),
-                }
+                chunk.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1)
             };
-            carry = chunk[cut..].to_vec();
+            carry = chunk.split_off(cut);
             let data = &chunk[..cut];
             if data.is_empty() {
                 continue;
@@ -238,5 +247,33 @@ pub async fn load_files(
     match result {
         Ok(()) => loader.finish().await,
         Err(e) => Err(loader.abandon(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::AsArray;
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    #[test]
+    fn tsv_lines_longer_than_a_chunk_are_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("long.tsv");
+        let long = "x".repeat(10_000);
+        std::fs::write(&path, format!("1\tshort\n2\t{long}\n3\tend\n")).unwrap();
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("s", DataType::Utf8, false),
+        ]));
+        let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
+        read_tsv_chunked(vec![path], schema, tx, 1_000);
+        let mut values = Vec::new();
+        while let Ok(item) = rx.try_recv() {
+            let (b, _) = item.unwrap();
+            let s = b.column(1).as_string::<i32>();
+            values.extend((0..b.num_rows()).map(|i| s.value(i).len()));
+        }
+        assert_eq!(values, vec![5, 10_000, 3]);
     }
 }

@@ -546,3 +546,40 @@ async fn the_age_trigger_flushes_a_paused_stream() {
     assert_eq!(report.rows, 3000);
     assert_eq!(report.runs, 2);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retried_manifest_put_that_finds_its_own_manifest_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap();
+    // Every manifest put is stored, then sent again as after a lost response: the loader sees
+    // AlreadyExists for its own manifest, and for its own objects on the data path too.
+    let faulty = ravel_testkit::FaultStore::new(local).lose_put_responses("hits/");
+    let store = Store::new("lossy", faulty.into_arc());
+    // The layout service's compare-and-swap sees its own stored document, too.
+    let layouts = ravel_layout::LayoutStore::new(&store, "hits").unwrap();
+    let updated = layouts
+        .update(|l| {
+            *l = ravel_layout::Layout::hits();
+            Ok(())
+        })
+        .await
+        .unwrap();
+    assert!(updated.changed);
+    let (_, batches) = generate(GenOptions {
+        rows: 20_000,
+        seed: 4,
+        ..GenOptions::default()
+    });
+    let mut loader = Loader::new(&store, "hits", options(1_000_000))
+        .await
+        .unwrap();
+    for b in batches {
+        loader.push(b).await.unwrap();
+    }
+    let report = loader.finish().await.unwrap();
+    assert_eq!(report.rows, 20_000);
+    let manifests: Vec<_> = std::fs::read_dir(dir.path().join("hits/manifests"))
+        .unwrap()
+        .collect();
+    assert_eq!(manifests.len(), 1);
+}

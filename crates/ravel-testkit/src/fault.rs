@@ -1,6 +1,7 @@
 //! A fault-injecting object store wrapper, in the style of object_store's `ThrottledStore`:
 //! one trait, behaviour by composition. Puts whose path starts with a prefix can be made to
-//! fail permanently from the Nth one on.
+//! fail permanently from the Nth one on, or be stored and then answered as a retry after a lost
+//! response would be (the store saw the first attempt; the retry finds the object there).
 
 use std::fmt;
 use std::sync::Arc;
@@ -20,6 +21,7 @@ pub struct FaultStore<T: ObjectStore> {
     inner: T,
     put_prefix: String,
     fail_from_put: Option<usize>,
+    lose_responses: bool,
     puts: AtomicUsize,
 }
 
@@ -29,6 +31,7 @@ impl<T: ObjectStore> FaultStore<T> {
             inner,
             put_prefix: String::new(),
             fail_from_put: None,
+            lose_responses: false,
             puts: AtomicUsize::new(0),
         }
     }
@@ -36,6 +39,14 @@ impl<T: ObjectStore> FaultStore<T> {
     /// Puts under `prefix` fail permanently from the `n`th (1-based) on.
     pub fn fail_puts_from(mut self, n: usize, prefix: &str) -> Self {
         self.fail_from_put = Some(n);
+        self.put_prefix = prefix.to_string();
+        self
+    }
+
+    /// Every put under `prefix` is sent twice, as a client retrying after a lost response
+    /// does, and the caller sees the second answer (`AlreadyExists` for a create).
+    pub fn lose_put_responses(mut self, prefix: &str) -> Self {
+        self.lose_responses = true;
         self.put_prefix = prefix.to_string();
         self
     }
@@ -71,6 +82,11 @@ impl<T: ObjectStore> ObjectStore for FaultStore<T> {
                     path: location.to_string(),
                     source: format!("injected permanent failure of put #{n}").into(),
                 });
+            }
+            if self.lose_responses {
+                self.inner
+                    .put_opts(location, payload.clone(), opts.clone())
+                    .await?;
             }
         }
         self.inner.put_opts(location, payload, opts).await
