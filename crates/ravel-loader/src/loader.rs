@@ -298,7 +298,7 @@ impl Loader {
                 };
                 let run = Run::new(schema, batches);
                 let sort_s = t.elapsed().as_secs_f64();
-                let props = writer_properties(&layout, &run, zstd_level)?;
+                let props = writer_properties(&layout, &run, zstd_level, object_bytes)?;
                 let t = Instant::now();
                 let calibration = cut_run(
                     &run,
