@@ -349,7 +349,9 @@ mod tests {
         let mut x = 1u64;
         let urls: Vec<String> = (0..32_768)
             .map(|_| {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 let k = (x >> 33) % 300;
                 format!("http://example.org/{}/page?id={}", k * 7, k * 13)
             })

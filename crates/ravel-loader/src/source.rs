@@ -23,41 +23,115 @@ fn input_err(path: &Path, message: impl std::fmt::Display) -> LoadError {
     }
 }
 
-/// Streams the batches of Parquet files to `sink` on a reader thread, in file order.
+/// Streams the batches of Parquet files in file order. Each file is decoded by several
+/// threads at once, each reading a share of the columns (balanced by compressed size) over the
+/// same rows; their batches are joined column-wise, so the rows arrive in file order and the
+/// decoding uses every core.
 fn read_parquet(
     paths: Vec<PathBuf>,
     tx: tokio::sync::mpsc::Sender<Result<(RecordBatch, String), LoadError>>,
 ) {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     for path in paths {
-        let shown = path.display().to_string();
-        let reader = std::fs::File::open(&path)
-            .map_err(|e| input_err(&path, format!("cannot open: {e}")))
-            .and_then(|f| {
-                ParquetRecordBatchReaderBuilder::try_new(f)
-                    .map_err(|e| input_err(&path, format!("not a readable Parquet file: {e}")))
-            })
-            .and_then(|b| {
-                b.with_batch_size(READ_BATCH_ROWS)
-                    .build()
-                    .map_err(|e| input_err(&path, e))
-            });
-        let reader = match reader {
-            Ok(r) => r,
-            Err(e) => {
-                let _ = tx.blocking_send(Err(e));
-                return;
-            }
-        };
-        for batch in reader {
-            let item = batch
-                .map(|b| (b, shown.clone()))
-                .map_err(|e| input_err(&path, format!("reading: {e}")));
-            let stop = item.is_err();
-            if tx.blocking_send(item).is_err() || stop {
-                return;
-            }
+        if let Err(e) = read_parquet_file(&path, threads, &tx) {
+            let _ = tx.blocking_send(Err(e));
+            return;
+        }
+        if tx.is_closed() {
+            return;
         }
     }
+}
+
+fn read_parquet_file(
+    path: &Path,
+    threads: usize,
+    tx: &tokio::sync::mpsc::Sender<Result<(RecordBatch, String), LoadError>>,
+) -> Result<(), LoadError> {
+    use parquet::arrow::ProjectionMask;
+    let shown = path.display().to_string();
+    let open = || {
+        std::fs::File::open(path)
+            .map_err(|e| input_err(path, format!("cannot open: {e}")))
+            .and_then(|f| {
+                ParquetRecordBatchReaderBuilder::try_new(f)
+                    .map_err(|e| input_err(path, format!("not a readable Parquet file: {e}")))
+            })
+    };
+    let builder = open()?;
+    let schema = builder.schema().clone();
+    let meta = builder.metadata().clone();
+    let descr = builder.parquet_schema();
+    // Compressed bytes of each top-level field, over all row groups.
+    let mut weight = vec![0u64; schema.fields().len()];
+    for rg in meta.row_groups() {
+        for (i, c) in rg.columns().iter().enumerate() {
+            weight[descr.get_column_root_idx(i)] += c.compressed_size().max(0) as u64;
+        }
+    }
+    // Greedy: heaviest fields first, each to the lightest share.
+    let shares = threads.clamp(1, schema.fields().len().max(1));
+    let mut by_weight: Vec<usize> = (0..weight.len()).collect();
+    by_weight.sort_by_key(|&i| std::cmp::Reverse(weight[i]));
+    let mut groups: Vec<(u64, Vec<usize>)> = vec![(0, Vec::new()); shares];
+    for f in by_weight {
+        let g = groups.iter_mut().min_by_key(|g| g.0).expect("one share");
+        g.0 += weight[f];
+        g.1.push(f);
+    }
+    groups.retain(|g| !g.1.is_empty());
+    for g in &mut groups {
+        g.1.sort_unstable();
+    }
+    std::thread::scope(|scope| -> Result<(), LoadError> {
+        let mut parts = Vec::new();
+        for (_, fields) in &groups {
+            let (ptx, prx) = std::sync::mpsc::sync_channel::<Result<RecordBatch, LoadError>>(1);
+            let builder = open()?;
+            let mask = ProjectionMask::roots(builder.parquet_schema(), fields.iter().copied());
+            let reader = builder
+                .with_projection(mask)
+                .with_batch_size(READ_BATCH_ROWS)
+                .build()
+                .map_err(|e| input_err(path, e))?;
+            scope.spawn(move || {
+                for batch in reader {
+                    let item = batch.map_err(|e| input_err(path, format!("reading: {e}")));
+                    let stop = item.is_err();
+                    if ptx.send(item).is_err() || stop {
+                        return;
+                    }
+                }
+            });
+            parts.push((fields.clone(), prx));
+        }
+        loop {
+            let mut columns: Vec<Option<arrow::array::ArrayRef>> =
+                vec![None; schema.fields().len()];
+            let mut rows = None;
+            for (fields, rx) in &parts {
+                let Ok(part) = rx.recv() else { break };
+                let part = part?;
+                rows = Some(part.num_rows());
+                for (f, col) in fields.iter().zip(part.columns()) {
+                    columns[*f] = Some(col.clone());
+                }
+            }
+            let Some(rows) = rows else { return Ok(()) };
+            let columns: Option<Vec<_>> = columns.into_iter().collect();
+            let columns = columns.ok_or_else(|| {
+                input_err(path, "column readers disagree on the number of batches")
+            })?;
+            let batch = RecordBatch::try_new_with_options(
+                schema.clone(),
+                columns,
+                &arrow::array::RecordBatchOptions::new().with_row_count(Some(rows)),
+            )?;
+            if tx.blocking_send(Ok((batch, shown.clone()))).is_err() {
+                return Ok(());
+            }
+        }
+    })
 }
 
 /// Streams the batches of hits-style TSV files, parsed in parallel blocks, in file order.
