@@ -31,7 +31,7 @@ pub struct LoadArgs {
     #[arg(long)]
     pub object_bytes: Option<u64>,
     /// Buffered bytes (batch memory plus 128 bytes a row of sort scratch) that trigger a sorted
-    /// run (default: the budget less the objects in flight).
+    /// run (default: half of what the budget leaves after the objects in flight).
     #[arg(long)]
     pub target_bytes: Option<u64>,
     /// Objects encoded or uploading at once (tier default).
