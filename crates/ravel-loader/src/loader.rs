@@ -298,7 +298,8 @@ impl Loader {
                 };
                 let run = Run::new(schema, batches);
                 let sort_s = t.elapsed().as_secs_f64();
-                let props = writer_properties(&layout, &run, zstd_level, object_bytes)?;
+                let (props, bytes_per_row) =
+                    writer_properties(&layout, &run, zstd_level, object_bytes)?;
                 let t = Instant::now();
                 let calibration = cut_run(
                     &run,
@@ -306,6 +307,7 @@ impl Loader {
                     &props,
                     object_bytes,
                     calibration,
+                    bytes_per_row,
                     |obj| {
                         tx.blocking_send(obj).map_err(|_| LoadError::Input {
                             input: "upload pipeline".into(),

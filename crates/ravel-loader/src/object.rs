@@ -34,9 +34,12 @@ const DICTIONARY_TRIAL_ROWS: usize = 32_768;
 /// enough for a dictionary to save 40 %, while sorted ids (UserID, ClientIP) that repeat just
 /// as often compress better without one. A tie goes to no dictionary, which is cheaper to
 /// write.
-fn dictionary_pays(window: &[ArrayRef], compression: Compression) -> Result<bool, LoadError> {
+///
+/// Returns whether the dictionary won and the winner's size in bytes (which also predicts an
+/// object's stored size per row).
+fn trial(window: &[ArrayRef], compression: Compression) -> Result<(bool, usize), LoadError> {
     let Some(first) = window.first() else {
-        return Ok(false);
+        return Ok((false, 0));
     };
     let field = arrow::datatypes::Field::new("c", first.data_type().clone(), true);
     let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(vec![field]));
@@ -53,7 +56,12 @@ fn dictionary_pays(window: &[ArrayRef], compression: Compression) -> Result<bool
         }
         Ok(w.into_inner()?.len())
     };
-    Ok(size(true)? < size(false)?)
+    let (with, without) = (size(true)?, size(false)?);
+    Ok(if with < without {
+        (true, with)
+    } else {
+        (false, without)
+    })
 }
 
 /// A run: its rows in the order they are written (a sorted run is one gathered batch; an
@@ -129,7 +137,7 @@ pub(crate) fn writer_properties(
     run: &Run,
     zstd_level: i32,
     object_bytes: u64,
-) -> Result<WriterProperties, LoadError> {
+) -> Result<(WriterProperties, f64), LoadError> {
     use rayon::prelude::*;
     let dictionary_limit = (object_bytes as usize / 2).max(1 << 20);
     let schema = run.schema.as_ref();
@@ -142,11 +150,13 @@ pub(crate) fn writer_properties(
     let compression = Compression::ZSTD(ZstdLevel::try_new(zstd_level)?);
     let len = DICTIONARY_TRIAL_ROWS.min(run.num_rows());
     let start = (run.num_rows() - len) / 2;
-    let dictionary = (0..schema.fields().len())
+    let trials = (0..schema.fields().len())
         .into_par_iter()
-        .map(|c| dictionary_pays(&run.window(c, start, len), compression))
-        .collect::<Result<Vec<bool>, _>>()?;
-    for (field, dictionary) in schema.fields().iter().zip(dictionary) {
+        .map(|c| trial(&run.window(c, start, len), compression))
+        .collect::<Result<Vec<(bool, usize)>, _>>()?;
+    // The stored bytes a row costs, as the trial encodings measured them.
+    let bytes_per_row = trials.iter().map(|t| t.1).sum::<usize>() as f64 / len.max(1) as f64;
+    for (field, (dictionary, _)) in schema.fields().iter().zip(trials) {
         let path = ColumnPath::from(field.name().as_str());
         b = if dictionary {
             // The whole column chunk may use its dictionary: no fallback to plain half-way.
@@ -185,7 +195,7 @@ pub(crate) fn writer_properties(
         ));
     }
     b = b.set_key_value_metadata(Some(kv));
-    Ok(b.build())
+    Ok((b.build(), bytes_per_row))
 }
 
 /// A sort key value as JSON: integers and temporal values as numbers (in the column's own
@@ -246,15 +256,17 @@ fn key_at(run: &Run, key_cols: &[Vec<ArrayRef>], i: usize) -> Vec<Value> {
 ///
 /// The writer's running estimate counts the open pages uncompressed, so it overshoots the
 /// stored size. `calibration` (stored / estimated, of the objects closed so far; `None` before
-/// the first) scales the threshold; the updated value is returned for the next run. The
-/// load's first full object is encoded again when the uncalibrated estimate missed the target
-/// by more than 15 %, so that no object pays for the estimator's first guess.
+/// the first) scales the threshold; the updated value is returned for the next run. Before
+/// that, the load's first object is cut at `object_bytes / bytes_per_row` rows, the stored
+/// cost of a row that the dictionary trials measured; only when that misses the target by more
+/// than 20 % is the object encoded again.
 pub(crate) fn cut_run(
     run: &Run,
     order: Option<&ClusteringOrder>,
     props: &WriterProperties,
     object_bytes: u64,
     calibration: Option<f64>,
+    bytes_per_row: f64,
     mut emit: impl FnMut(Encoded) -> Result<(), LoadError>,
 ) -> Result<Option<f64>, LoadError> {
     let mut calibration = calibration;
@@ -278,6 +290,12 @@ pub(crate) fn cut_run(
             usize::MAX,
         )?;
         let threshold = object_bytes as f64 / calibration.unwrap_or(1.0);
+        // Before any object calibrates the estimate, the first one is cut at the row count
+        // the trial encodings predict.
+        let first_rows = match calibration {
+            None if bytes_per_row > 0.0 => Some((object_bytes as f64 / bytes_per_row) as usize),
+            _ => None,
+        };
         let mut end = start;
         let mut estimate = 0usize;
         while end < n {
@@ -285,7 +303,11 @@ pub(crate) fn cut_run(
             run.write(&mut w, end, len)?;
             end += len;
             estimate = w.estimated_group_bytes();
-            if estimate as f64 >= threshold {
+            let full = match first_rows {
+                Some(rows) => end - start >= rows,
+                None => estimate as f64 >= threshold,
+            };
+            if full {
                 break;
             }
         }
@@ -316,7 +338,13 @@ pub(crate) fn cut_run(
                 Some(c) => (0.5 * c + 0.5 * seen).clamp(0.2, 5.0),
             });
             let miss = bytes.len() as f64 / object_bytes as f64;
-            if first && !(0.85..=1.15).contains(&miss) {
+            if first && !(0.8..=1.2).contains(&miss) {
+                tracing::debug!(
+                    stored = bytes.len(),
+                    estimate,
+                    rows = end - start,
+                    "first object missed its target; encoding it again"
+                );
                 continue; // encode this object again with the calibrated threshold
             }
         }
@@ -340,7 +368,7 @@ mod tests {
     #[test]
     fn dictionaries_only_where_they_make_the_column_smaller() {
         let zstd = Compression::ZSTD(ZstdLevel::try_new(3).unwrap());
-        let pays = |a: ArrayRef| dictionary_pays(&[a], zstd).unwrap();
+        let pays = |a: ArrayRef| trial(&[a], zstd).unwrap().0;
         // Unique ids: a dictionary only adds its indices.
         assert!(!pays(Arc::new(Int64Array::from_iter_values(
             (0..32_768).map(|i| i * 7919)
@@ -364,6 +392,6 @@ mod tests {
         let ids: ArrayRef = Arc::new(BinaryArray::from_iter_values(
             ids.iter().map(|s| s.as_bytes()),
         ));
-        assert!(!dictionary_pays(&[ids.slice(0, 100), ids.slice(100, 30_000)], zstd).unwrap());
+        assert!(!trial(&[ids.slice(0, 100), ids.slice(100, 30_000)], zstd).unwrap().0);
     }
 }
