@@ -141,7 +141,6 @@ pub(crate) fn writer_properties(
     use rayon::prelude::*;
     let dictionary_limit = (object_bytes as usize / 2).max(1 << 20);
     let schema = run.schema.as_ref();
-    let bloom_ndv = run.num_rows() as u64;
     let mut b = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(zstd_level)?))
         .set_statistics_enabled(EnabledStatistics::Page)
@@ -165,6 +164,16 @@ pub(crate) fn writer_properties(
             b.set_column_dictionary_enabled(path, false)
         };
     }
+    // A Bloom filter is allocated for `max_ndv` distinct values and folded down to the
+    // object's actual distinct count at the layout's fpp when the column closes. An object
+    // holds about `object_bytes / bytes_per_row` rows; twice that bounds its distinct values
+    // without allocating (and folding) filters sized for the whole run.
+    let object_rows = if bytes_per_row > 0.0 {
+        2.0 * object_bytes as f64 / bytes_per_row
+    } else {
+        f64::INFINITY
+    };
+    let bloom_ndv = (run.num_rows() as f64).min(object_rows) as u64;
     for name in layout.bloom.scope.columns(schema) {
         let path = ColumnPath::from(name);
         b = b
