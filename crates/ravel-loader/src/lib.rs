@@ -5,7 +5,6 @@
 
 mod error;
 mod loader;
-mod manifest;
 mod object;
 mod options;
 mod source;
@@ -13,6 +12,6 @@ pub mod tsv;
 
 pub use error::LoadError;
 pub use loader::{LoadReport, Loader, StageTimes};
-pub use manifest::{MANIFEST_FORMAT, Manifest, ObjectEntry};
 pub use options::{LoadOptions, SORT_SCRATCH_PER_ROW};
+pub use ravel_manifest::{MANIFEST_FORMAT, Manifest, ObjectEntry};
 pub use source::{InputFormat, READ_BATCH_ROWS, expand_inputs, load_files};

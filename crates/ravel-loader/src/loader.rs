@@ -13,9 +13,9 @@ use serde::Serialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::manifest::{MANIFEST_FORMAT, Manifest, ObjectEntry};
 use crate::object::{Encoded, Run, cut_run, writer_properties};
 use crate::{LoadError, LoadOptions};
+use ravel_manifest::{MANIFEST_FORMAT, Manifest, ObjectEntry};
 
 /// The budget counts in KiB so that tokio's u32 permit counts cover budgets up to 4 TiB.
 const UNIT: u64 = 1024;
@@ -298,9 +298,10 @@ impl Loader {
                 };
                 let run = Run::new(schema, batches);
                 let sort_s = t.elapsed().as_secs_f64();
+                // Encoding starts with the dictionary trials that choose the writer settings.
+                let t = Instant::now();
                 let (props, bytes_per_row) =
                     writer_properties(&layout, &run, zstd_level, object_bytes)?;
-                let t = Instant::now();
                 let calibration = cut_run(
                     &run,
                     order.as_ref(),
@@ -309,8 +310,8 @@ impl Loader {
                     calibration,
                     bytes_per_row,
                     |obj| {
-                        tx.blocking_send(obj).map_err(|_| LoadError::Input {
-                            input: "upload pipeline".into(),
+                        tx.blocking_send(obj).map_err(|_| LoadError::Internal {
+                            task: "upload pipeline".into(),
                             message: "closed after a failed upload".into(),
                         })
                     },
@@ -343,6 +344,10 @@ impl Loader {
             let position = seq;
             seq += 1;
             self.peak_budget_bytes = self.peak_budget_bytes.max(self.budget_in_use());
+            // Uploads that already ended are collected now, so a failure stops the run at once.
+            while let Some(done) = uploads.try_join_next() {
+                collect(Some(done), &mut stored, &mut failure, &mut self.stages);
+            }
             while uploads.len() >= depth && failure.is_none() {
                 collect(
                     uploads.join_next().await,
@@ -367,8 +372,8 @@ impl Loader {
         while let Some(r) = uploads.join_next().await {
             collect(Some(r), &mut stored, &mut failure, &mut self.stages);
         }
-        let worked = worker.await.map_err(|e| LoadError::Input {
-            input: "sort/encode task".into(),
+        let worked = worker.await.map_err(|e| LoadError::Internal {
+            task: "sort/encode task".into(),
             message: format!("failed: {e}"),
         })?;
         // In run order: the objects of a run follow each other in key order.

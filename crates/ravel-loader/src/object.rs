@@ -1,7 +1,7 @@
 //! Objects: a sorted run cut into Parquet files of exactly one row group each, closed when the
 //! writer's encoded-size estimate reaches the target.
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use arrow::array::{Array, ArrayRef, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::{KeyValue, SortingColumn};
@@ -211,56 +211,11 @@ pub(crate) fn writer_properties(
     Ok((b.build(), bytes_per_row))
 }
 
-/// A sort key value as JSON: integers and temporal values as numbers (in the column's own
-/// unit), strings as strings, bytes as lowercase hex, null as null.
-pub(crate) fn key_value(a: &dyn Array, i: usize) -> Value {
-    use arrow::datatypes::*;
-    if a.is_null(i) {
-        return Value::Null;
-    }
-    macro_rules! num {
-        ($t:ty) => {
-            Value::from(a.as_primitive::<$t>().value(i))
-        };
-    }
-    match a.data_type() {
-        DataType::Int8 => num!(Int8Type),
-        DataType::Int16 => num!(Int16Type),
-        DataType::Int32 => num!(Int32Type),
-        DataType::Int64 => num!(Int64Type),
-        DataType::UInt8 => num!(UInt8Type),
-        DataType::UInt16 => num!(UInt16Type),
-        DataType::UInt32 => num!(UInt32Type),
-        DataType::UInt64 => num!(UInt64Type),
-        DataType::Float32 => num!(Float32Type),
-        DataType::Float64 => num!(Float64Type),
-        DataType::Date32 => num!(Date32Type),
-        DataType::Date64 => num!(Date64Type),
-        DataType::Timestamp(TimeUnit::Second, _) => num!(TimestampSecondType),
-        DataType::Timestamp(TimeUnit::Millisecond, _) => num!(TimestampMillisecondType),
-        DataType::Timestamp(TimeUnit::Microsecond, _) => num!(TimestampMicrosecondType),
-        DataType::Timestamp(TimeUnit::Nanosecond, _) => num!(TimestampNanosecondType),
-        DataType::Boolean => Value::from(a.as_boolean().value(i)),
-        DataType::Utf8 => Value::from(a.as_string::<i32>().value(i)),
-        DataType::LargeUtf8 => Value::from(a.as_string::<i64>().value(i)),
-        DataType::Utf8View => Value::from(a.as_string_view().value(i)),
-        DataType::Binary => hex(a.as_binary::<i32>().value(i)),
-        DataType::LargeBinary => hex(a.as_binary::<i64>().value(i)),
-        DataType::BinaryView => hex(a.as_binary_view().value(i)),
-        DataType::FixedSizeBinary(_) => hex(a.as_fixed_size_binary().value(i)),
-        other => Value::from(format!("<{other}>")),
-    }
-}
-
-fn hex(b: &[u8]) -> Value {
-    Value::from(b.iter().map(|x| format!("{x:02x}")).collect::<String>())
-}
-
 fn key_at(run: &Run, key_cols: &[Vec<ArrayRef>], i: usize) -> Vec<Value> {
     let (b, r) = run.origin(i);
     key_cols[b]
         .iter()
-        .map(|c| key_value(c.as_ref(), r))
+        .map(|c| ravel_manifest::key_value(c.as_ref(), r))
         .collect()
 }
 

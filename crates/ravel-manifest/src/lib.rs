@@ -1,0 +1,232 @@
+//! The manifest: one per load, written last, create-if-absent, under `<table>/manifests/`.
+//! The table is the union of its manifests' objects. Also the manifest's encoding of sort keys
+//! (JSON values) and their order, so that writers and readers agree on both.
+
+use std::cmp::Ordering;
+
+use arrow::array::{Array, AsArray};
+use futures::TryStreamExt;
+use object_store::{ObjectStore, ObjectStoreExt};
+use ravel_store::TablePaths;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Format of manifests this build writes.
+pub const MANIFEST_FORMAT: u32 = 1;
+
+/// One load's published objects.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: u32,
+    pub load_id: String,
+    /// Unix milliseconds at commit.
+    pub committed_at_ms: u64,
+    /// The layout generation the load applied.
+    pub layout_generation: u64,
+    /// Sort key column names in order (stream, bucket, key…, time), empty without clustering.
+    pub sort_key: Vec<String>,
+    /// The Arrow schema of every object.
+    pub schema: arrow::datatypes::Schema,
+    pub objects: Vec<ObjectEntry>,
+}
+
+/// One stored object.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ObjectEntry {
+    /// Path inside the store: `<table>/data/<hash>.parquet`.
+    pub key: String,
+    pub rows: u64,
+    pub bytes: u64,
+    /// The run the object was cut from (objects of one run do not overlap in key range).
+    pub run: u64,
+    /// Sort key of the first and last row, values in `sort_key` order.
+    pub first_key: Option<Vec<Value>>,
+    pub last_key: Option<Vec<Value>>,
+}
+
+/// A sort key value as JSON: integers and temporal values as numbers (in the column's own
+/// unit), strings as strings, bytes as lowercase hex, null as null.
+pub fn key_value(a: &dyn Array, i: usize) -> Value {
+    use arrow::datatypes::*;
+    if a.is_null(i) {
+        return Value::Null;
+    }
+    macro_rules! num {
+        ($t:ty) => {
+            Value::from(a.as_primitive::<$t>().value(i))
+        };
+    }
+    match a.data_type() {
+        DataType::Int8 => num!(Int8Type),
+        DataType::Int16 => num!(Int16Type),
+        DataType::Int32 => num!(Int32Type),
+        DataType::Int64 => num!(Int64Type),
+        DataType::UInt8 => num!(UInt8Type),
+        DataType::UInt16 => num!(UInt16Type),
+        DataType::UInt32 => num!(UInt32Type),
+        DataType::UInt64 => num!(UInt64Type),
+        DataType::Float32 => num!(Float32Type),
+        DataType::Float64 => num!(Float64Type),
+        DataType::Date32 => num!(Date32Type),
+        DataType::Date64 => num!(Date64Type),
+        DataType::Timestamp(TimeUnit::Second, _) => num!(TimestampSecondType),
+        DataType::Timestamp(TimeUnit::Millisecond, _) => num!(TimestampMillisecondType),
+        DataType::Timestamp(TimeUnit::Microsecond, _) => num!(TimestampMicrosecondType),
+        DataType::Timestamp(TimeUnit::Nanosecond, _) => num!(TimestampNanosecondType),
+        DataType::Boolean => Value::from(a.as_boolean().value(i)),
+        DataType::Utf8 => Value::from(a.as_string::<i32>().value(i)),
+        DataType::LargeUtf8 => Value::from(a.as_string::<i64>().value(i)),
+        DataType::Utf8View => Value::from(a.as_string_view().value(i)),
+        DataType::Binary => hex(a.as_binary::<i32>().value(i)),
+        DataType::LargeBinary => hex(a.as_binary::<i64>().value(i)),
+        DataType::BinaryView => hex(a.as_binary_view().value(i)),
+        DataType::FixedSizeBinary(_) => hex(a.as_fixed_size_binary().value(i)),
+        other => Value::from(format!("<{other}>")),
+    }
+}
+
+fn hex(b: &[u8]) -> Value {
+    Value::from(b.iter().map(|x| format!("{x:02x}")).collect::<String>())
+}
+
+/// Compares two sort keys as [`key_value`] encodes them, in clustering order: null first,
+/// numbers numerically, strings (and hex-encoded bytes, whose hex order is their byte order)
+/// bytewise, component by component.
+pub fn compare_keys(a: &[Value], b: &[Value]) -> Ordering {
+    for (x, y) in a.iter().zip(b) {
+        let o = compare_value(x, y);
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    a.len().cmp(&b.len())
+}
+
+fn compare_value(x: &Value, y: &Value) -> Ordering {
+    match (x, y) {
+        (Value::Null, Value::Null) => Ordering::Equal,
+        (Value::Null, _) => Ordering::Less,
+        (_, Value::Null) => Ordering::Greater,
+        (Value::Number(a), Value::Number(b)) => match (a.as_i64(), b.as_i64()) {
+            (Some(a), Some(b)) => a.cmp(&b),
+            _ => match (a.as_u64(), b.as_u64()) {
+                (Some(a), Some(b)) => a.cmp(&b),
+                // One side negative (i64 only), the other beyond i64 (u64 only).
+                (None, Some(_)) if a.as_i64().is_some() => Ordering::Less,
+                (Some(_), None) if b.as_i64().is_some() => Ordering::Greater,
+                _ => a
+                    .as_f64()
+                    .unwrap_or(f64::NAN)
+                    .total_cmp(&b.as_f64().unwrap_or(f64::NAN)),
+            },
+        },
+        (Value::String(a), Value::String(b)) => a.as_bytes().cmp(b.as_bytes()),
+        (Value::Bool(a), Value::Bool(b)) => a.cmp(b),
+        // Mixed kinds never occur in one key column; order them deterministically.
+        _ => kind(x).cmp(&kind(y)),
+    }
+}
+
+fn kind(v: &Value) -> u8 {
+    match v {
+        Value::Null => 0,
+        Value::Bool(_) => 1,
+        Value::Number(_) => 2,
+        Value::String(_) => 3,
+        Value::Array(_) => 4,
+        Value::Object(_) => 5,
+    }
+}
+
+/// Why manifests could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("reading {key}: {source}")]
+    Store {
+        key: String,
+        #[source]
+        source: object_store::Error,
+    },
+    #[error("manifest {key} is not valid: {source}")]
+    Parse {
+        key: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Every manifest of a table, oldest load first (load ids start with the commit time).
+pub async fn read_manifests(
+    store: &dyn ObjectStore,
+    table: &TablePaths,
+) -> Result<Vec<(String, Manifest)>, ManifestError> {
+    let dir = table.manifests_dir();
+    let err = |key: &str| {
+        let key = key.to_string();
+        move |source| ManifestError::Store { key, source }
+    };
+    let mut keys: Vec<String> = store
+        .list(Some(&dir))
+        .map_ok(|m| m.location.to_string())
+        .try_collect()
+        .await
+        .map_err(err(dir.as_ref()))?;
+    keys.retain(|k| k.ends_with(".json"));
+    keys.sort();
+    let mut out = Vec::with_capacity(keys.len());
+    for key in keys {
+        let path = object_store::path::Path::from(key.as_str());
+        let bytes = store
+            .get(&path)
+            .await
+            .map_err(err(&key))?
+            .bytes()
+            .await
+            .map_err(err(&key))?;
+        let manifest = serde_json::from_slice(&bytes).map_err(|source| ManifestError::Parse {
+            key: key.clone(),
+            source,
+        })?;
+        out.push((key, manifest));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn keys_compare_in_clustering_order() {
+        let k = |v: Value| v.as_array().unwrap().clone();
+        assert_eq!(
+            compare_keys(&k(json!([null, 1])), &k(json!([0, 0]))),
+            Ordering::Less
+        );
+        assert_eq!(
+            compare_keys(&k(json!([-5])), &k(json!([u64::MAX]))),
+            Ordering::Less
+        );
+        assert_eq!(
+            compare_keys(&k(json!([u64::MAX])), &k(json!([i64::MIN]))),
+            Ordering::Greater
+        );
+        assert_eq!(
+            compare_keys(&k(json!(["ab"])), &k(json!(["b"]))),
+            Ordering::Less
+        );
+        assert_eq!(
+            compare_keys(&k(json!(["00ff"])), &k(json!(["00ff00"]))),
+            Ordering::Less
+        );
+        assert_eq!(
+            compare_keys(&k(json!([1, "x"])), &k(json!([1, "x"]))),
+            Ordering::Equal
+        );
+        assert_eq!(
+            compare_keys(&k(json!([1.5])), &k(json!([2]))),
+            Ordering::Less
+        );
+    }
+}
