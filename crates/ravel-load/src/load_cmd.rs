@@ -130,9 +130,12 @@ pub fn run(args: LoadArgs) -> Result<LoadReport> {
     // A live bar on a terminal; plain lines every 5 s otherwise (logs, CI).
     let terminal = std::io::stderr().is_terminal();
     let bar = if terminal {
-        ProgressBar::new_spinner().with_style(
+        let bar = ProgressBar::new_spinner().with_style(
             ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").expect("valid template"),
-        )
+        );
+        // Keeps ticking while a run is sorted and encoded (no batch is pushed meanwhile).
+        bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        bar
     } else {
         ProgressBar::hidden()
     };

@@ -31,7 +31,7 @@ enum Command {
     Gen(gen_cmd::GenArgs),
     /// Show or change a table's layout settings (clustering key, stream, time, Bloom scope).
     Layout(layout_cmd::LayoutArgs),
-    /// Load Parquet files into a table, clustered by its layout.
+    /// Load Parquet or TSV files into a table, clustered by its layout.
     Load(load_cmd::LoadArgs),
     /// Print the load geometry this machine's memory selects.
     Tier {

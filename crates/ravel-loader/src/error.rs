@@ -21,6 +21,11 @@ pub enum LoadError {
     #[error("input {input}: {message}")]
     Input { input: String, message: String },
 
+    /// A part of the loader itself failed (a task panicked, the pipeline closed): not the
+    /// input's fault.
+    #[error("{task}: {message}")]
+    Internal { task: String, message: String },
+
     #[error("encoding an object")]
     Encode(#[from] parquet::errors::ParquetError),
 

@@ -314,8 +314,8 @@ pub async fn load_files(
     .await;
     drop(rx);
     // A reader that died (panicked) ended its stream early: that is a failure, not the end.
-    let result = result.and(reader.await.map_err(|e| LoadError::Input {
-        input: "reader".into(),
+    let result = result.and(reader.await.map_err(|e| LoadError::Internal {
+        task: "reader".into(),
         message: format!("the reader thread failed: {e}"),
     }));
     match result {
