@@ -5,6 +5,7 @@ mod demo;
 mod gen_cmd;
 mod layout_cmd;
 mod load_cmd;
+mod verify_cmd;
 
 use std::process::ExitCode;
 
@@ -33,6 +34,9 @@ enum Command {
     Layout(layout_cmd::LayoutArgs),
     /// Load Parquet or TSV files into a table, clustered by its layout.
     Load(load_cmd::LoadArgs),
+    /// Check a stored table: objects, one row group each, key ranges, Bloom filters, orphans
+    /// (`--deep`: clustering order of the rows); report sizes and overlap depth.
+    Verify(verify_cmd::VerifyArgs),
     /// Print the load geometry this machine's memory selects.
     Tier {
         /// Print JSON.
@@ -72,6 +76,7 @@ fn run(command: Command) -> Result<()> {
         Command::Gen(args) => gen_cmd::run(args),
         Command::Layout(args) => layout_cmd::run(args),
         Command::Load(args) => load_cmd::run(args).map(|_| ()),
+        Command::Verify(args) => verify_cmd::run(args),
         Command::Tier { json } => {
             let tier = ravel_tier::Tier::detect()?;
             if json {
@@ -107,6 +112,9 @@ fn exit_code(err: &anyhow::Error) -> u8 {
             return 2;
         }
         if let Some(e) = cause.downcast_ref::<ravel_loader::LoadError>() {
+            return if e.is_invalid_input() { 2 } else { 1 };
+        }
+        if let Some(e) = cause.downcast_ref::<ravel_verify::VerifyError>() {
             return if e.is_invalid_input() { 2 } else { 1 };
         }
         if cause.downcast_ref::<BadInput>().is_some() {

@@ -693,3 +693,55 @@ fn load_tsv_and_parquet_and_refuse_bad_tsv_with_exit_2() {
     );
     assert!(err.contains("--format"), "{err}");
 }
+
+#[test]
+fn verify_passes_a_loaded_table_and_fails_a_damaged_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("demo");
+    let st = d.join("store");
+    ok(&["demo", "--dir", p(&d), "--store", p(&st), "--rows", "20000"]);
+    let out = ok(&["verify", "--store", p(&st), "--table", "hits", "--deep"]);
+    assert!(out.contains("20000 rows"), "{out}");
+    assert!(out.contains("overlap depth over"), "{out}");
+    assert!(out.contains("ok: every promise holds"), "{out}");
+    let json: serde_json::Value = serde_json::from_str(&ok(&[
+        "verify",
+        "--store",
+        p(&st),
+        "--table",
+        "hits",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(json["rows"], 20000);
+    assert_eq!(json["violations"].as_array().unwrap().len(), 0);
+
+    // No such table: bad usage.
+    let err = fails(2, &["verify", "--store", p(&st), "--table", "nope"]);
+    assert!(err.contains("\"nope\""), "{err}");
+
+    // A missing object: the table no longer holds its promises.
+    let object = std::fs::read_dir(st.join("hits/data"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    std::fs::remove_file(&object).unwrap();
+    let res = run(&["verify", "--store", p(&st), "--table", "hits"]);
+    let (out, err) = (
+        String::from_utf8_lossy(&res.stdout),
+        String::from_utf8_lossy(&res.stderr),
+    );
+    assert_eq!(res.status.code(), Some(1), "{out}\n{err}");
+    let name = object.file_name().unwrap().to_str().unwrap();
+    assert!(
+        out.contains("VIOLATION hits/data/") && out.contains(name),
+        "{out}"
+    );
+    assert!(out.contains("is missing: manifest"), "{out}");
+    assert!(
+        err.contains("does not hold its promises: 1 violation(s)"),
+        "{err}"
+    );
+}

@@ -1,0 +1,493 @@
+//! Verification of a stored table: does it hold the promises a load makes?
+//!
+//! Reads every manifest and every listed object's footer (with `deep`, its rows too) and
+//! checks: the object exists with the recorded size and row count; it has exactly one row group;
+//! its footer's layout generation, sort key, first and last key match the manifest; Bloom
+//! filters sit exactly on the columns the layout's Bloom scope covers; `sorting_columns` names
+//! the stream column of a clustered table; objects of one run do not overlap in key range; and,
+//! deep, the rows are in clustering order and span the recorded key range. Objects under
+//! `data/` that no manifest lists are orphans (a failed or killed load leaves them), reported
+//! but not violations.
+//!
+//! The report also measures clustering quality as the **overlap depth**: for sample key points
+//! (the objects' first and last keys), how many objects' key ranges contain each point.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use ravel_layout::{ClusteringOrder, Layout, LayoutError, LayoutStore};
+use ravel_manifest::{Manifest, ManifestError, ObjectEntry, compare_keys, key_value};
+use ravel_store::{Store, StoreError};
+use serde::Serialize;
+use serde_json::Value;
+
+/// What to check.
+#[derive(Debug, Clone)]
+pub struct VerifyOptions {
+    /// Read every object's rows: clustering order and the true key range.
+    pub deep: bool,
+    /// Key points sampled for the overlap depth, at most.
+    pub sample_points: usize,
+}
+
+impl Default for VerifyOptions {
+    fn default() -> Self {
+        VerifyOptions {
+            deep: false,
+            sample_points: 1000,
+        }
+    }
+}
+
+/// A broken promise, naming the object (or manifest) it concerns.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Violation {
+    pub object: String,
+    pub problem: String,
+}
+
+/// Stored object sizes, bytes.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sizes {
+    pub min: u64,
+    pub p10: u64,
+    pub median: u64,
+    pub p90: u64,
+    pub max: u64,
+}
+
+/// Overlap depth over the sampled key points.
+#[derive(Debug, Clone, Serialize)]
+pub struct Overlap {
+    pub points: usize,
+    pub mean: f64,
+    pub max: usize,
+}
+
+/// The outcome of [`verify`].
+#[derive(Debug, Clone, Serialize)]
+pub struct VerifyReport {
+    pub table: String,
+    pub manifests: usize,
+    pub objects: usize,
+    pub rows: u64,
+    pub bytes: u64,
+    pub sizes: Option<Sizes>,
+    pub overlap: Option<Overlap>,
+    pub deep: bool,
+    pub violations: Vec<Violation>,
+    pub orphans: Vec<String>,
+}
+
+impl VerifyReport {
+    /// Whether the table holds its promises.
+    pub fn holds(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+/// Why a table could not be verified at all (as opposed to violations found in it).
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    #[error("listing {prefix}: {source}")]
+    List {
+        prefix: String,
+        #[source]
+        source: object_store::Error,
+    },
+    #[error("table {table:?} has no layout settings and no loads in this store")]
+    NoSuchTable { table: String },
+}
+
+impl VerifyError {
+    /// Errors the user can fix by asking differently (exit code 2).
+    pub fn is_invalid_input(&self) -> bool {
+        match self {
+            VerifyError::NoSuchTable { .. } => true,
+            VerifyError::Layout(e) => e.is_invalid_input(),
+            _ => false,
+        }
+    }
+}
+
+/// Verifies `table` in `store`.
+pub async fn verify(
+    store: &Store,
+    table: &str,
+    opts: &VerifyOptions,
+) -> Result<VerifyReport, VerifyError> {
+    let layouts = LayoutStore::new(store, table)?;
+    let paths = layouts.table().clone();
+    let os = store.object_store().clone();
+    let manifests = ravel_manifest::read_manifests(os.as_ref(), &paths).await?;
+    let stored = list(os.as_ref(), &paths.data_dir()).await?;
+    if manifests.is_empty() && stored.is_empty() {
+        let has_layout = list(os.as_ref(), &paths.layout_dir()).await?;
+        if has_layout.is_empty() {
+            return Err(VerifyError::NoSuchTable {
+                table: table.to_string(),
+            });
+        }
+    }
+    let mut violations = Vec::new();
+    let mut layouts_by_generation: BTreeMap<u64, Layout> = BTreeMap::new();
+    let mut listed = HashSet::new();
+    let mut all: Vec<&ObjectEntry> = Vec::new();
+    for (key, m) in &manifests {
+        let layout = match layouts_by_generation.get(&m.layout_generation) {
+            Some(l) => l.clone(),
+            None => {
+                let l = if m.layout_generation == 0 {
+                    Layout::default()
+                } else {
+                    layouts.load_generation(m.layout_generation).await?
+                };
+                layouts_by_generation.insert(m.layout_generation, l.clone());
+                l
+            }
+        };
+        check_runs(key, m, &mut violations);
+        for entry in &m.objects {
+            listed.insert(entry.key.clone());
+            all.push(entry);
+            check_object(&os, m, &layout, entry, opts.deep, &mut violations).await;
+        }
+    }
+    let mut orphans: Vec<String> = stored
+        .into_iter()
+        .filter(|(k, _)| !listed.contains(k))
+        .map(|(k, _)| k)
+        .collect();
+    orphans.sort();
+    let mut sizes: Vec<u64> = all.iter().map(|o| o.bytes).collect();
+    sizes.sort_unstable();
+    let q = |p: f64| sizes[((sizes.len() - 1) as f64 * p).round() as usize];
+    Ok(VerifyReport {
+        table: table.to_string(),
+        manifests: manifests.len(),
+        objects: all.len(),
+        rows: all.iter().map(|o| o.rows).sum(),
+        bytes: all.iter().map(|o| o.bytes).sum(),
+        sizes: (!sizes.is_empty()).then(|| Sizes {
+            min: sizes[0],
+            p10: q(0.1),
+            median: q(0.5),
+            p90: q(0.9),
+            max: sizes[sizes.len() - 1],
+        }),
+        overlap: overlap_depth(&all, opts.sample_points),
+        deep: opts.deep,
+        violations,
+        orphans,
+    })
+}
+
+async fn list(store: &dyn ObjectStore, prefix: &Path) -> Result<Vec<(String, u64)>, VerifyError> {
+    store
+        .list(Some(prefix))
+        .map_ok(|m| (m.location.to_string(), m.size))
+        .try_collect()
+        .await
+        .map_err(|source| VerifyError::List {
+            prefix: prefix.to_string(),
+            source,
+        })
+}
+
+/// Objects of one run follow each other in key order and must not overlap.
+fn check_runs(manifest: &str, m: &Manifest, out: &mut Vec<Violation>) {
+    for pair in m.objects.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        if a.run != b.run {
+            continue;
+        }
+        if let (Some(last), Some(first)) = (&a.last_key, &b.first_key)
+            && compare_keys(last, first) == Ordering::Greater
+        {
+            out.push(Violation {
+                object: b.key.clone(),
+                problem: format!(
+                    "overlaps {} in key range within run {} of manifest {manifest}: {} > {}",
+                    a.key,
+                    a.run,
+                    Value::from(last.clone()),
+                    Value::from(first.clone())
+                ),
+            });
+        }
+    }
+}
+
+async fn check_object(
+    store: &Arc<dyn ObjectStore>,
+    m: &Manifest,
+    layout: &Layout,
+    entry: &ObjectEntry,
+    deep: bool,
+    out: &mut Vec<Violation>,
+) {
+    let mut bad = |problem: String| {
+        out.push(Violation {
+            object: entry.key.clone(),
+            problem,
+        })
+    };
+    let path = Path::from(entry.key.as_str());
+    let head = match store.head(&path).await {
+        Ok(h) => h,
+        Err(object_store::Error::NotFound { .. }) => {
+            bad(format!("is missing: manifest {} lists it", m.load_id));
+            return;
+        }
+        Err(e) => {
+            bad(format!("cannot be read: {e}"));
+            return;
+        }
+    };
+    if head.size != entry.bytes {
+        bad(format!(
+            "has {} bytes, the manifest says {}",
+            head.size, entry.bytes
+        ));
+    }
+    let meta = match read_footer(store.as_ref(), &path, head.size).await {
+        Ok(meta) => meta,
+        Err(e) => {
+            bad(format!("is not a readable Parquet file: {e}"));
+            return;
+        }
+    };
+    for problem in footer_problems(m, layout, entry, &meta) {
+        bad(problem);
+    }
+    if deep {
+        let rows = async {
+            let bytes = store.get(&path).await?.bytes().await?;
+            let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)?;
+            let schema = reader.schema().clone();
+            let batches = reader.build()?.collect::<Result<Vec<_>, _>>()?;
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>((schema, batches))
+        }
+        .await;
+        match rows {
+            Ok((schema, batches)) => {
+                for problem in row_problems(layout, entry, &schema, &batches) {
+                    bad(problem);
+                }
+            }
+            Err(e) => bad(format!("rows cannot be read: {e}")),
+        }
+    }
+}
+
+/// The footer of a Parquet object: two ranged reads (the 8-byte tail, then the metadata).
+async fn read_footer(
+    store: &dyn ObjectStore,
+    path: &Path,
+    size: u64,
+) -> Result<ParquetMetaData, Box<dyn std::error::Error + Send + Sync>> {
+    if size < 12 {
+        return Err(format!("{size} bytes is too short for Parquet").into());
+    }
+    let tail = store.get_range(path, size - 8..size).await?;
+    if &tail[4..] != b"PAR1" {
+        return Err("no Parquet magic at the end".into());
+    }
+    let len = u32::from_le_bytes(tail[..4].try_into().expect("4 bytes")) as u64;
+    if len + 12 > size {
+        return Err(format!("footer length {len} exceeds the object").into());
+    }
+    let footer = store.get_range(path, size - 8 - len..size - 8).await?;
+    Ok(ParquetMetaDataReader::decode_metadata(&footer)?)
+}
+
+/// What the footer says against what the manifest and the layout say.
+fn footer_problems(
+    m: &Manifest,
+    layout: &Layout,
+    entry: &ObjectEntry,
+    meta: &ParquetMetaData,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let groups = meta.num_row_groups();
+    if groups != 1 {
+        out.push(format!("has {groups} row groups, not 1"));
+    }
+    let rows = meta.file_metadata().num_rows() as u64;
+    if rows != entry.rows {
+        out.push(format!("has {rows} rows, the manifest says {}", entry.rows));
+    }
+    let kv: BTreeMap<&str, &str> = meta
+        .file_metadata()
+        .key_value_metadata()
+        .map(|kv| {
+            kv.iter()
+                .filter_map(|e| Some((e.key.as_str(), e.value.as_deref()?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let generation = m.layout_generation.to_string();
+    if kv.get("ravel.layout_generation") != Some(&generation.as_str()) {
+        out.push(format!(
+            "footer layout generation {:?}, the manifest says {generation}",
+            kv.get("ravel.layout_generation")
+        ));
+    }
+    let clustered = layout.clustering_key.is_some();
+    if clustered {
+        let sort_key = m.sort_key.join(", ");
+        if kv.get("ravel.sort_key") != Some(&sort_key.as_str()) {
+            out.push(format!(
+                "footer sort key {:?}, the manifest says {sort_key:?}",
+                kv.get("ravel.sort_key")
+            ));
+        }
+    }
+    for (name, recorded) in [
+        ("ravel.first_key", &entry.first_key),
+        ("ravel.last_key", &entry.last_key),
+    ] {
+        let footer: Option<Vec<Value>> = kv.get(name).and_then(|v| serde_json::from_str(v).ok());
+        if &footer != recorded {
+            out.push(format!(
+                "footer {name} {:?}, the manifest says {:?}",
+                footer.map(Value::from),
+                recorded.clone().map(Value::from)
+            ));
+        }
+    }
+    let schema = &m.schema;
+    let scope: HashSet<&str> = layout.bloom.scope.columns(schema).into_iter().collect();
+    for group in meta.row_groups() {
+        for column in group.columns() {
+            let name = column.column_path().string();
+            if column.column_index_offset().is_none() || column.offset_index_offset().is_none() {
+                out.push(format!("has no page index for column {name:?}"));
+            }
+            let has = column.bloom_filter_offset().is_some();
+            let wants = scope.contains(name.as_str());
+            if has && !wants {
+                out.push(format!(
+                    "has a Bloom filter on column {name:?}, which the Bloom scope ({}) does not cover",
+                    layout.bloom.scope
+                ));
+            } else if wants && !has {
+                out.push(format!(
+                    "has no Bloom filter on column {name:?}, which the Bloom scope ({}) covers",
+                    layout.bloom.scope
+                ));
+            }
+        }
+        if clustered && let Some(stream) = &layout.stream {
+            let want = schema.index_of(stream).ok();
+            let got = group
+                .sorting_columns()
+                .and_then(|s| s.first())
+                .map(|s| s.column_idx as usize);
+            if want.is_some() && got != want {
+                out.push(format!(
+                    "sorting_columns {:?} do not start with the stream column {stream:?}",
+                    group.sorting_columns()
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The rows against the clustering order and the recorded key range.
+fn row_problems(
+    layout: &Layout,
+    entry: &ObjectEntry,
+    schema: &arrow::datatypes::SchemaRef,
+    batches: &[RecordBatch],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let order = match ClusteringOrder::try_new(layout, schema) {
+        Ok(Some(o)) => o,
+        Ok(None) => return out, // arrival order: nothing to check
+        Err(e) => return vec![format!("its columns do not fit the layout: {e}")],
+    };
+    let batch = match arrow::compute::concat_batches(schema, batches) {
+        Ok(b) => b,
+        Err(e) => return vec![format!("rows cannot be joined: {e}")],
+    };
+    if batch.num_rows() == 0 {
+        return out;
+    }
+    let rows = match order.key_rows(&batch) {
+        Ok(r) => r,
+        Err(e) => return vec![format!("sort key cannot be computed: {e}")],
+    };
+    if let Some(i) = (1..batch.num_rows()).find(|&i| rows.row(i - 1) > rows.row(i)) {
+        out.push(format!(
+            "is not in clustering order: row {} sorts after row {i}",
+            i - 1
+        ));
+    }
+    match order.key_columns(&batch) {
+        Ok(cols) => {
+            let at = |i: usize| -> Vec<Value> {
+                cols.iter().map(|c| key_value(c.as_ref(), i)).collect()
+            };
+            let (first, last) = (at(0), at(batch.num_rows() - 1));
+            if entry.first_key.as_ref() != Some(&first) || entry.last_key.as_ref() != Some(&last) {
+                out.push(format!(
+                    "rows span {} .. {}, the manifest says {:?} .. {:?}",
+                    Value::from(first),
+                    Value::from(last),
+                    entry.first_key.clone().map(Value::from),
+                    entry.last_key.clone().map(Value::from)
+                ));
+            }
+        }
+        Err(e) => out.push(format!("sort key cannot be computed: {e}")),
+    }
+    out
+}
+
+/// For the sample key points (objects' first and last keys, evenly thinned to `max_points`),
+/// how many objects' key ranges contain each.
+fn overlap_depth(objects: &[&ObjectEntry], max_points: usize) -> Option<Overlap> {
+    let ranges: Vec<(&Vec<Value>, &Vec<Value>)> = objects
+        .iter()
+        .filter_map(|o| Some((o.first_key.as_ref()?, o.last_key.as_ref()?)))
+        .collect();
+    if ranges.is_empty() || max_points == 0 {
+        return None;
+    }
+    let mut points: Vec<&Vec<Value>> = ranges.iter().flat_map(|(f, l)| [*f, *l]).collect();
+    points.sort_by(|a, b| compare_keys(a, b));
+    let step = points.len().div_ceil(max_points).max(1);
+    let sample: Vec<&Vec<Value>> = points.into_iter().step_by(step).collect();
+    let depths: Vec<usize> = sample
+        .iter()
+        .map(|p| {
+            ranges
+                .iter()
+                .filter(|(f, l)| {
+                    compare_keys(f, p) != Ordering::Greater
+                        && compare_keys(p, l) != Ordering::Greater
+                })
+                .count()
+        })
+        .collect();
+    Some(Overlap {
+        points: depths.len(),
+        mean: depths.iter().sum::<usize>() as f64 / depths.len() as f64,
+        max: depths.iter().copied().max().unwrap_or(0),
+    })
+}

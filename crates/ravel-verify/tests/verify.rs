@@ -1,0 +1,209 @@
+//! A table loaded through the library verifies; each kind of damage is found and named.
+
+use std::path::{Path as FsPath, PathBuf};
+use std::time::Duration;
+
+use arrow::array::{RecordBatch, UInt32Array};
+use arrow::compute::{concat_batches, take_record_batch};
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::file::properties::WriterProperties;
+use ravel_hits::{GenOptions, generate};
+use ravel_layout::{Layout, LayoutStore};
+use ravel_loader::{LoadOptions, Loader};
+use ravel_store::Store;
+use ravel_verify::{VerifyOptions, verify};
+
+/// A hits table of 60k rows in several runs and objects; returns the store and the objects'
+/// file paths.
+async fn table(dir: &FsPath) -> (Store, Vec<PathBuf>) {
+    let store = Store::create(dir.to_str().unwrap()).unwrap();
+    LayoutStore::new(&store, "hits")
+        .unwrap()
+        .update(|l| {
+            *l = Layout {
+                generation: l.generation,
+                ..Layout::hits()
+            };
+            Ok(())
+        })
+        .await
+        .unwrap();
+    let (_, batches) = generate(GenOptions {
+        rows: 60_000,
+        seed: 21,
+        batch_rows: 5_000,
+        ..GenOptions::default()
+    });
+    let opts = LoadOptions {
+        object_bytes: 600_000,
+        target_bytes: Some(30_000_000),
+        pipeline_depth: 4,
+        load_budget: 400_000_000,
+        max_flush_delay: Duration::from_secs(3600),
+        zstd_level: 3,
+    };
+    let mut loader = Loader::new(&store, "hits", opts).await.unwrap();
+    for b in batches {
+        loader.push(b).await.unwrap();
+    }
+    let report = loader.finish().await.unwrap();
+    assert!(
+        report.objects.len() >= 4 && report.runs >= 2,
+        "{} objects",
+        report.objects.len()
+    );
+    let files = report.objects.iter().map(|o| dir.join(&o.key)).collect();
+    (store, files)
+}
+
+fn read(path: &FsPath) -> RecordBatch {
+    let bytes = bytes::Bytes::from(std::fs::read(path).unwrap());
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes).unwrap();
+    let schema = reader.schema().clone();
+    let batches: Vec<_> = reader.build().unwrap().map(|b| b.unwrap()).collect();
+    concat_batches(&schema, &batches).unwrap()
+}
+
+fn write(path: &FsPath, batch: &RecordBatch, props: WriterProperties) {
+    let mut w = ArrowWriter::try_new(Vec::new(), batch.schema(), Some(props)).unwrap();
+    w.write(batch).unwrap();
+    std::fs::write(path, w.into_inner().unwrap()).unwrap();
+}
+
+fn deep() -> VerifyOptions {
+    VerifyOptions {
+        deep: true,
+        ..VerifyOptions::default()
+    }
+}
+
+/// The problems reported for one object.
+fn problems(report: &ravel_verify::VerifyReport, file: &FsPath) -> Vec<String> {
+    let name = file.file_name().unwrap().to_str().unwrap();
+    report
+        .violations
+        .iter()
+        .filter(|v| v.object.ends_with(name))
+        .map(|v| v.problem.clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_loaded_table_verifies_with_its_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, files) = table(dir.path()).await;
+    let report = verify(&store, "hits", &deep()).await.unwrap();
+    assert!(report.holds(), "{:#?}", report.violations);
+    assert_eq!(report.rows, 60_000);
+    assert_eq!(report.objects, files.len());
+    assert_eq!(report.manifests, 1);
+    assert!(report.orphans.is_empty());
+    let overlap = report.overlap.unwrap();
+    // Several runs over the same counters: some key points lie in more than one object.
+    assert!(overlap.max >= 2 && overlap.mean >= 1.0, "{overlap:?}");
+    let sizes = report.sizes.unwrap();
+    assert!(sizes.min <= sizes.median && sizes.median <= sizes.max);
+
+    // An object no manifest lists is an orphan, not a violation.
+    let orphan = dir.path().join("hits/data/left-behind.parquet");
+    std::fs::copy(&files[0], &orphan).unwrap();
+    let report = verify(&store, "hits", &VerifyOptions::default())
+        .await
+        .unwrap();
+    assert!(report.holds());
+    assert_eq!(
+        report.orphans,
+        vec!["hits/data/left-behind.parquet".to_string()]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unsorted_object_fails_deep_verification() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, files) = table(dir.path()).await;
+    let batch = read(&files[1]);
+    let reversed = UInt32Array::from_iter_values((0..batch.num_rows() as u32).rev());
+    write(
+        &files[1],
+        &take_record_batch(&batch, &reversed).unwrap(),
+        WriterProperties::default(),
+    );
+    let report = verify(&store, "hits", &deep()).await.unwrap();
+    assert!(!report.holds());
+    let found = problems(&report, &files[1]);
+    assert!(
+        found
+            .iter()
+            .any(|p| p.contains("is not in clustering order")),
+        "{found:?}"
+    );
+    // The footer alone does not show the order; the other objects are fine.
+    assert!(problems(&report, &files[0]).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_object_with_two_row_groups_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, files) = table(dir.path()).await;
+    let batch = read(&files[0]);
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(batch.num_rows().div_ceil(2)))
+        .build();
+    write(&files[0], &batch, props);
+    let report = verify(&store, "hits", &VerifyOptions::default())
+        .await
+        .unwrap();
+    let found = problems(&report, &files[0]);
+    assert!(
+        found.iter().any(|p| p == "has 2 row groups, not 1"),
+        "{found:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_object_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, files) = table(dir.path()).await;
+    std::fs::remove_file(&files[2]).unwrap();
+    let report = verify(&store, "hits", &VerifyOptions::default())
+        .await
+        .unwrap();
+    let found = problems(&report, &files[2]);
+    assert!(
+        found.len() == 1 && found[0].starts_with("is missing: manifest"),
+        "{found:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bloom_filter_outside_the_scope_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, files) = table(dir.path()).await;
+    let batch = read(&files[0]);
+    let props = WriterProperties::builder()
+        .set_bloom_filter_enabled(true)
+        .build();
+    write(&files[0], &batch, props);
+    let report = verify(&store, "hits", &VerifyOptions::default())
+        .await
+        .unwrap();
+    let found = problems(&report, &files[0]);
+    assert!(
+        found.iter().any(|p| p.starts_with(
+            "has a Bloom filter on column \"WatchID\", which the Bloom scope (text) does not cover"
+        )),
+        "{found:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unknown_table_is_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().to_str().unwrap()).unwrap();
+    let err = verify(&store, "nope", &VerifyOptions::default())
+        .await
+        .unwrap_err();
+    assert!(err.is_invalid_input(), "{err}");
+    assert!(err.to_string().contains("\"nope\""), "{err}");
+}
