@@ -8,6 +8,7 @@ use arrow::array::*;
 use arrow::datatypes::*;
 use proptest::prelude::*;
 use ravel_layout::{BloomScope, BucketWidth, ClusteringKey, Layout, clustering_permutation};
+use ravel_testkit::arbitrary::{build, case};
 
 /// One cell of a sort column, compared the obvious way: nulls first, integers numerically,
 /// bytes lexicographically.
@@ -231,190 +232,11 @@ fn unknown_columns_are_refused_by_name() {
 
 // ---- property test: arbitrary tables and layouts -------------------------------------------
 
-const TYPES: [fn() -> DataType; 15] = [
-    || DataType::Int8,
-    || DataType::Int16,
-    || DataType::Int32,
-    || DataType::Int64,
-    || DataType::UInt8,
-    || DataType::UInt16,
-    || DataType::UInt32,
-    || DataType::UInt64,
-    || DataType::Date32,
-    || DataType::Timestamp(TimeUnit::Second, None),
-    || DataType::Timestamp(TimeUnit::Millisecond, None),
-    || DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
-    || DataType::Utf8,
-    || DataType::LargeBinary,
-    || DataType::Binary,
-];
-const TIME_TYPES: [usize; 9] = [0, 3, 4, 7, 8, 9, 10, 11, 2];
-
-/// Values drawn from a small pool, so that duplicates and whole-key ties are common, plus
-/// extremes.
-fn array(dt: &DataType, seeds: &[(bool, u64)]) -> ArrayRef {
-    let pick = |s: u64, pool: &[i128]| pool[(s % pool.len() as u64) as usize];
-    let signed: &[i128] = &[
-        i64::MIN as i128,
-        -86_401,
-        -1,
-        0,
-        1,
-        2,
-        86_399,
-        86_400,
-        1_372_636_800,
-        i64::MAX as i128,
-    ];
-    let ints = |lo: i128, hi: i128| -> Vec<Option<i128>> {
-        seeds
-            .iter()
-            .map(|&(null, s)| (!null).then(|| pick(s, signed).clamp(lo, hi)))
-            .collect()
-    };
-    macro_rules! prim {
-        ($arr:ty, $native:ty) => {{
-            let v = ints(<$native>::MIN as i128, <$native>::MAX as i128);
-            Arc::new(<$arr>::from(
-                v.into_iter()
-                    .map(|o| o.map(|x| x as $native))
-                    .collect::<Vec<_>>(),
-            )) as ArrayRef
-        }};
-    }
-    let strs: Vec<Option<Vec<u8>>> = seeds
-        .iter()
-        .map(|&(null, s)| {
-            (!null).then(|| match s % 6 {
-                0 => vec![],
-                1 => b"a".to_vec(),
-                2 => b"ab".to_vec(),
-                3 => vec![0xff, 0],
-                4 => b"b".to_vec(),
-                _ => vec![0],
-            })
-        })
-        .collect();
-    match dt {
-        DataType::Int8 => prim!(Int8Array, i8),
-        DataType::Int16 => prim!(Int16Array, i16),
-        DataType::Int32 => prim!(Int32Array, i32),
-        DataType::Int64 => prim!(Int64Array, i64),
-        DataType::UInt8 => prim!(UInt8Array, u8),
-        DataType::UInt16 => prim!(UInt16Array, u16),
-        DataType::UInt32 => prim!(UInt32Array, u32),
-        DataType::UInt64 => {
-            let v: Vec<Option<u64>> = seeds
-                .iter()
-                .map(|&(null, s)| {
-                    (!null).then(|| [0, 1, 86_400, u64::MAX, i64::MAX as u64 + 7][(s % 5) as usize])
-                })
-                .collect();
-            Arc::new(UInt64Array::from(v))
-        }
-        DataType::Date32 => prim!(Date32Array, i32),
-        DataType::Timestamp(TimeUnit::Second, _) => prim!(TimestampSecondArray, i64),
-        DataType::Timestamp(TimeUnit::Millisecond, _) => prim!(TimestampMillisecondArray, i64),
-        DataType::Timestamp(TimeUnit::Nanosecond, tz) => {
-            let v = ints(i64::MIN as i128, i64::MAX as i128);
-            Arc::new(
-                TimestampNanosecondArray::from(
-                    v.into_iter()
-                        .map(|o| o.map(|x| x as i64))
-                        .collect::<Vec<_>>(),
-                )
-                .with_timezone_opt(tz.clone()),
-            )
-        }
-        DataType::Utf8 => Arc::new(StringArray::from(
-            strs.iter()
-                .map(|o| o.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()))
-                .collect::<Vec<_>>(),
-        )),
-        DataType::Binary => Arc::new(BinaryArray::from(
-            strs.iter().map(|o| o.as_deref()).collect::<Vec<_>>(),
-        )),
-        DataType::LargeBinary => Arc::new(LargeBinaryArray::from(
-            strs.iter().map(|o| o.as_deref()).collect::<Vec<_>>(),
-        )),
-        other => panic!("{other}"),
-    }
-}
-
-#[derive(Debug, Clone)]
-struct Case {
-    /// Column types of the table (column i is named c{i}).
-    types: Vec<usize>,
-    time_type: usize,
-    stream: Option<usize>,
-    keys: Vec<usize>,
-    bucket: u64,
-    cells: Vec<Vec<(bool, u64)>>,
-}
-
-fn case() -> impl Strategy<Value = Case> {
-    (
-        1usize..=6,
-        0usize..TIME_TYPES.len(),
-        0usize..300,
-        proptest::sample::select(vec![1u64, 59, 3_600, 86_400, 604_800, 7 * 86_400 + 1]),
-    )
-        .prop_flat_map(|(ncols, time_type, rows, bucket)| {
-            let types = proptest::collection::vec(0usize..TYPES.len(), ncols);
-            let cells = proptest::collection::vec(
-                proptest::collection::vec((proptest::bool::weighted(0.15), any::<u64>()), rows),
-                ncols + 1,
-            );
-            let stream = proptest::option::of(0usize..ncols);
-            let keys =
-                proptest::sample::subsequence((0..ncols).collect::<Vec<_>>(), 1..=ncols.min(4))
-                    .prop_shuffle();
-            (types, Just(time_type), stream, keys, Just(bucket), cells)
-        })
-        .prop_map(|(types, time_type, stream, keys, bucket, cells)| {
-            let keys: Vec<usize> = keys.into_iter().filter(|k| Some(*k) != stream).collect();
-            Case {
-                types,
-                time_type,
-                stream,
-                keys,
-                bucket,
-                cells,
-            }
-        })
-        .prop_filter("at least one key column", |c| !c.keys.is_empty())
-}
-
-fn build(c: &Case) -> (Layout, RecordBatch) {
-    let mut fields = Vec::new();
-    let mut cols = Vec::new();
-    for (i, &t) in c.types.iter().enumerate() {
-        let dt = TYPES[t]();
-        cols.push(array(&dt, &c.cells[i]));
-        fields.push(Field::new(format!("c{i}"), dt, true));
-    }
-    let tdt = TYPES[TIME_TYPES[c.time_type]]();
-    cols.push(array(&tdt, &c.cells[c.types.len()]));
-    fields.push(Field::new("time", tdt, true));
-    let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap();
-    let names: Vec<String> = c.keys.iter().map(|k| format!("c{k}")).collect();
-    let l = Layout {
-        stream: c.stream.map(|s| format!("c{s}")),
-        time: "time".into(),
-        clustering_key: Some(ClusteringKey {
-            columns: names,
-            bucket_width: BucketWidth::from_seconds(c.bucket).unwrap(),
-        }),
-        ..Layout::default()
-    };
-    (l, batch)
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
-    fn permutation_matches_the_naive_comparator(c in case()) {
+    fn permutation_matches_the_naive_comparator(c in case(300)) {
         let (l, batch) = build(&c);
         let p = clustering_permutation(&l, &batch).unwrap();
         prop_assert_eq!(p.values().to_vec(), naive_permutation(&l, &batch));

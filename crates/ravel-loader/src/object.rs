@@ -17,7 +17,7 @@ use crate::LoadError;
 /// columns as parallel tasks and waits for the slowest; at 8,192 rows that overhead made a
 /// 2M-row load take 8.0–8.9 s, at 16k–64k rows 6.3–7.6 s (interleaved runs, one session).
 /// 32,768 rows of hits are about 1.8 MB stored; for small objects the hand-over shrinks to an
-/// eighth of the object's predicted rows (at least 1,024), so sizes stay close to the target.
+/// eighth of the object's predicted rows (at least 64), so sizes stay close to the target.
 const CHUNK_ROWS: usize = 32_768;
 
 /// One encoded object, not yet stored.
@@ -250,7 +250,7 @@ pub(crate) fn cut_run(
     let schema = run.schema.clone();
     let n = run.num_rows();
     let chunk_rows = if bytes_per_row > 0.0 {
-        (object_bytes as f64 / bytes_per_row / 8.0).clamp(1024.0, CHUNK_ROWS as f64) as usize
+        (object_bytes as f64 / bytes_per_row / 8.0).clamp(64.0, CHUNK_ROWS as f64) as usize
     } else {
         CHUNK_ROWS
     };

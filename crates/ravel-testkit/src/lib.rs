@@ -6,6 +6,7 @@
 //! generation both "won"). Real S3 evaluates the condition atomically with the write, so the
 //! server here serializes conditional requests ([`AtomicConditions`]) to behave like it.
 
+pub mod arbitrary;
 mod fault;
 
 pub use fault::FaultStore;
