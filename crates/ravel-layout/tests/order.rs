@@ -8,7 +8,7 @@ use arrow::array::*;
 use arrow::datatypes::*;
 use proptest::prelude::*;
 use ravel_layout::{BloomScope, BucketWidth, ClusteringKey, Layout, clustering_permutation};
-use ravel_testkit::arbitrary::{build, case};
+use ravel_testkit::arbitrary::{build, case, cases};
 
 /// One cell of a sort column, compared the obvious way: nulls first, integers numerically,
 /// bytes lexicographically.
@@ -233,7 +233,7 @@ fn unknown_columns_are_refused_by_name() {
 // ---- property test: arbitrary tables and layouts -------------------------------------------
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(ProptestConfig::with_cases(cases(256)))]
 
     #[test]
     fn permutation_matches_the_naive_comparator(c in case(300)) {

@@ -10,6 +10,15 @@ use arrow::datatypes::*;
 use proptest::prelude::*;
 use ravel_layout::{Bloom, BloomScope, BucketWidth, ClusteringKey, Layout};
 
+/// Cases to run: `PROPTEST_CASES` when set (for soaks), else `default`. (An explicit
+/// `ProptestConfig::with_cases` would ignore the variable.)
+pub fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// The column types an arbitrary table draws from.
 pub const TYPES: [fn() -> DataType; 17] = [
     || DataType::Int8,

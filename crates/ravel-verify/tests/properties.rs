@@ -25,15 +25,8 @@ use proptest::prelude::*;
 use ravel_layout::{ClusteringOrder, LayoutStore};
 use ravel_loader::{LoadOptions, Loader};
 use ravel_store::Store;
-use ravel_testkit::arbitrary::{Case, build, case, split};
+use ravel_testkit::arbitrary::{Case, build, case, cases, split};
 use ravel_verify::{VerifyOptions, verify};
-
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(48)
-}
 
 /// The case's table with a `seq` column (input position) appended.
 fn table(c: &Case) -> (ravel_layout::Layout, RecordBatch) {
@@ -156,7 +149,7 @@ async fn check(c: Case) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases()))]
+    #![proptest_config(ProptestConfig::with_cases(cases(48)))]
 
     #[test]
     fn loads_keep_every_row_once_in_clustering_order(c in case(600)) {
