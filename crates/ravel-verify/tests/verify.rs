@@ -14,11 +14,18 @@ use ravel_loader::{LoadOptions, Loader};
 use ravel_store::Store;
 use ravel_verify::{VerifyOptions, verify};
 
-/// A hits table of 60k rows in several runs and objects; returns the store and the objects'
-/// file paths.
+/// A hits table of 60k rows in several runs and objects in a local store; returns the store
+/// and the objects' file paths.
 async fn table(dir: &FsPath) -> (Store, Vec<PathBuf>) {
     let store = Store::create(dir.to_str().unwrap()).unwrap();
-    LayoutStore::new(&store, "hits")
+    let keys = load(&store).await;
+    let files = keys.iter().map(|k| dir.join(k)).collect();
+    (store, files)
+}
+
+/// Loads 60k hits rows with the hits layout into `store`; returns the objects' keys.
+async fn load(store: &Store) -> Vec<String> {
+    LayoutStore::new(store, "hits")
         .unwrap()
         .update(|l| {
             *l = Layout {
@@ -43,7 +50,7 @@ async fn table(dir: &FsPath) -> (Store, Vec<PathBuf>) {
         max_flush_delay: Duration::from_secs(3600),
         zstd_level: 3,
     };
-    let mut loader = Loader::new(&store, "hits", opts).await.unwrap();
+    let mut loader = Loader::new(store, "hits", opts).await.unwrap();
     for b in batches {
         loader.push(b).await.unwrap();
     }
@@ -53,8 +60,7 @@ async fn table(dir: &FsPath) -> (Store, Vec<PathBuf>) {
         "{} objects",
         report.objects.len()
     );
-    let files = report.objects.iter().map(|o| dir.join(&o.key)).collect();
-    (store, files)
+    report.objects.iter().map(|o| o.key.clone()).collect()
 }
 
 fn read(path: &FsPath) -> RecordBatch {
@@ -206,4 +212,15 @@ async fn an_unknown_table_is_bad_input() {
         .unwrap_err();
     assert!(err.is_invalid_input(), "{err}");
     assert!(err.to_string().contains("\"nope\""), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_table_in_s3_verifies_deeply() {
+    let server = ravel_testkit::S3Server::start();
+    let store = server.store("warehouse");
+    let keys = load(&store).await;
+    let report = verify(&store, "hits", &deep()).await.unwrap();
+    assert!(report.holds(), "{:#?}", report.violations);
+    assert_eq!((report.objects, report.rows), (keys.len(), 60_000));
+    assert!(report.orphans.is_empty());
 }
