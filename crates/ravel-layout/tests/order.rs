@@ -237,6 +237,7 @@ proptest! {
 
     #[test]
     fn permutation_matches_the_naive_comparator(c in case(300)) {
+        let c = ravel_testkit::arbitrary::Case { clustered: true, ..c };
         let (l, batch) = build(&c);
         let p = clustering_permutation(&l, &batch).unwrap();
         prop_assert_eq!(p.values().to_vec(), naive_permutation(&l, &batch));

@@ -166,6 +166,8 @@ pub struct Case {
     pub bloom: u8,
     /// Batch sizes, used in turn until the rows run out (0: an empty batch).
     pub pieces: Vec<usize>,
+    /// Whether the layout has the clustering key (else the table keeps arrival order).
+    pub clustered: bool,
 }
 
 /// Arbitrary cases of up to `max_rows` rows.
@@ -192,11 +194,11 @@ pub fn case(max_rows: usize) -> impl Strategy<Value = Case> {
             );
             (
                 (types, Just(time_type), stream, keys, Just(bucket), cells),
-                (0u8..3, pieces),
+                (0u8..3, pieces, proptest::bool::weighted(0.85)),
             )
         })
         .prop_map(
-            |((types, time_type, stream, keys, bucket, cells), (bloom, pieces))| {
+            |((types, time_type, stream, keys, bucket, cells), (bloom, pieces, clustered))| {
                 let keys: Vec<usize> = keys.into_iter().filter(|k| Some(*k) != stream).collect();
                 Case {
                     types,
@@ -207,6 +209,7 @@ pub fn case(max_rows: usize) -> impl Strategy<Value = Case> {
                     cells,
                     bloom,
                     pieces,
+                    clustered,
                 }
             },
         )
@@ -230,7 +233,7 @@ pub fn build(c: &Case) -> (Layout, RecordBatch) {
     let l = Layout {
         stream: c.stream.map(|s| format!("c{s}")),
         time: "time".into(),
-        clustering_key: Some(ClusteringKey {
+        clustering_key: c.clustered.then(|| ClusteringKey {
             columns: names,
             bucket_width: BucketWidth::from_seconds(c.bucket).unwrap(),
         }),

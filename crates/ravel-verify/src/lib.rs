@@ -160,6 +160,17 @@ pub async fn verify(
             }
         };
         check_runs(key, m, &mut violations);
+        if layout.clustering_key.is_some() && m.sort_key != layout.sort_key_names() {
+            violations.push(Violation {
+                object: key.clone(),
+                problem: format!(
+                    "sort key {:?}, layout generation {} says {:?}",
+                    m.sort_key,
+                    m.layout_generation,
+                    layout.sort_key_names()
+                ),
+            });
+        }
         for entry in &m.objects {
             listed.insert(entry.key.clone());
             all.push(entry);
@@ -188,7 +199,20 @@ pub async fn verify(
             p90: q(0.9),
             max: sizes[sizes.len() - 1],
         }),
-        overlap: overlap_depth(&all, opts.sample_points),
+        // Keys of different layouts do not compare: the depth is over the newest load's key.
+        overlap: overlap_depth(
+            &manifests
+                .last()
+                .map(|(_, newest)| {
+                    manifests
+                        .iter()
+                        .filter(|(_, m)| m.sort_key == newest.sort_key)
+                        .flat_map(|(_, m)| m.objects.iter())
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default(),
+            opts.sample_points,
+        ),
         deep: opts.deep,
         violations,
         orphans,
@@ -325,6 +349,24 @@ fn footer_problems(
     let groups = meta.num_row_groups();
     if groups != 1 {
         out.push(format!("has {groups} row groups, not 1"));
+    }
+    match parquet::arrow::parquet_to_arrow_schema(
+        meta.file_metadata().schema_descr(),
+        meta.file_metadata().key_value_metadata(),
+    ) {
+        Ok(schema) => {
+            let columns =
+                |s: &arrow::datatypes::Schema| -> Vec<(String, arrow::datatypes::DataType)> {
+                    s.fields()
+                        .iter()
+                        .map(|f| (f.name().clone(), f.data_type().clone()))
+                        .collect()
+                };
+            if columns(&schema) != columns(&m.schema) {
+                out.push("has other columns than the manifest's schema".to_string());
+            }
+        }
+        Err(e) => out.push(format!("has no readable Arrow schema: {e}")),
     }
     let rows = meta.file_metadata().num_rows() as u64;
     if rows != entry.rows {

@@ -46,7 +46,8 @@ fn table(c: &Case) -> (ravel_layout::Layout, RecordBatch) {
     (layout, batch)
 }
 
-async fn check(c: Case) -> Result<(), TestCaseError> {
+/// Loads the case and checks it; returns the number of runs and the most objects of one run.
+async fn check(c: Case) -> Result<(u64, usize), TestCaseError> {
     let (layout, input) = table(&c);
     let dir = tempfile::tempdir().unwrap();
     let store = Store::create(dir.path().to_str().unwrap()).unwrap();
@@ -90,9 +91,21 @@ async fn check(c: Case) -> Result<(), TestCaseError> {
     prop_assert!(verified.holds(), "{:#?}", verified.violations);
     prop_assert!(verified.orphans.is_empty());
 
-    // Read every object back, in manifest order.
+    prop_assert_eq!(verified.rows as usize, input.num_rows());
+
+    // Read every object back, in the manifest's order.
+    let manifests = ravel_manifest::read_manifests(
+        store.object_store().as_ref(),
+        &ravel_store::TablePaths::new("t").unwrap(),
+    )
+    .await
+    .unwrap();
+    prop_assert_eq!(manifests.len(), 1);
+    let listed = &manifests[0].1.objects;
+    prop_assert_eq!(listed, &report.objects);
+    prop_assert_eq!(verified.objects, listed.len());
     let mut objects = Vec::new();
-    for o in &report.objects {
+    for o in listed {
         let bytes = store
             .object_store()
             .get(&Path::from(o.key.as_str()))
@@ -115,6 +128,11 @@ async fn check(c: Case) -> Result<(), TestCaseError> {
     prop_assert_eq!(&out, &input);
 
     // Within a run, equal keys keep input order (the run's objects follow each other).
+    let mut per_run: std::collections::BTreeMap<u64, usize> = Default::default();
+    for (run, _) in &objects {
+        *per_run.entry(*run).or_default() += 1;
+    }
+    let most = per_run.values().copied().max().unwrap_or(0);
     if let Some(order) = ClusteringOrder::try_new(&layout, &input.schema()).unwrap() {
         let mut runs: Vec<(u64, Vec<RecordBatch>)> = Vec::new();
         for (run, b) in objects {
@@ -145,7 +163,7 @@ async fn check(c: Case) -> Result<(), TestCaseError> {
         let identity = UInt32Array::from_iter_values(0..input.num_rows() as u32);
         prop_assert_eq!(by_seq.values(), identity.values());
     }
-    Ok(())
+    Ok((report.runs, most))
 }
 
 proptest! {
@@ -160,4 +178,29 @@ proptest! {
             .unwrap();
         rt.block_on(check(c))?;
     }
+}
+
+/// The property cases are small; this one is sure to span several runs, each of several
+/// objects, so that the run and overlap checks above have something to check.
+#[test]
+fn a_larger_case_spans_several_runs_of_several_objects() {
+    let rows = 3_000;
+    let cells = |k: u64| (0..rows).map(|i| (i % 17 == 0, i * k)).collect::<Vec<_>>();
+    let c = Case {
+        types: vec![2, 9, 13, 14],
+        time_type: 3,
+        stream: Some(0),
+        keys: vec![1, 2],
+        bucket: 3_600,
+        cells: vec![cells(7), cells(13), cells(3), cells(5), cells(11)],
+        bloom: 1,
+        pieces: vec![1, 0, 500, 7],
+        clustered: true,
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (runs, most) = rt.block_on(check(c)).unwrap();
+    assert!(
+        runs >= 2 && most >= 2,
+        "{runs} runs, at most {most} objects in one"
+    );
 }

@@ -107,7 +107,7 @@ async fn a_loaded_table_verifies_with_its_figures() {
     assert!(report.orphans.is_empty());
     let overlap = report.overlap.unwrap();
     // Several runs over the same counters: some key points lie in more than one object.
-    assert!(overlap.max >= 2 && overlap.mean >= 1.0, "{overlap:?}");
+    assert!(overlap.max >= 2 && overlap.mean > 1.0, "{overlap:?}");
     let sizes = report.sizes.unwrap();
     assert!(sizes.min <= sizes.median && sizes.median <= sizes.max);
 
