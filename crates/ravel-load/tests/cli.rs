@@ -745,3 +745,182 @@ fn verify_passes_a_loaded_table_and_fails_a_damaged_one() {
         "{err}"
     );
 }
+
+#[test]
+fn bad_parquet_and_empty_inputs_exit_2_and_publish_nothing() {
+    use arrow::array::{ArrayRef, AsArray, RecordBatch, StringArray};
+    use arrow::datatypes::{DataType, Field, Int64Type, Schema};
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let s = p(&store);
+    let good = dir.path().join("good.parquet");
+    ok(&["gen", "--rows", "3000", "--out", p(&good)]);
+    ok(&[
+        "layout",
+        "--store",
+        s,
+        "--table",
+        "hits",
+        "clustering-key",
+        "set",
+        "--column",
+        "EventDate",
+        "--column",
+        "UserID",
+    ]);
+    ok(&[
+        "layout",
+        "--store",
+        s,
+        "--table",
+        "hits",
+        "schema",
+        "set",
+        "--from",
+        p(&good),
+    ]);
+    let manifests = || match std::fs::read_dir(store.join("hits/manifests")) {
+        Ok(d) => d.count(),
+        Err(_) => 0,
+    };
+
+    // Read the good file, change it, write it back under another name.
+    let bytes = bytes::Bytes::from(std::fs::read(&good).unwrap());
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .unwrap()
+        .build()
+        .unwrap();
+    let batch = {
+        let batches: Vec<RecordBatch> = reader.map(|b| b.unwrap()).collect();
+        arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap()
+    };
+    let write = |name: &str, b: &RecordBatch| {
+        let path = dir.path().join(name);
+        let mut w = parquet::arrow::ArrowWriter::try_new(
+            std::fs::File::create(&path).unwrap(),
+            b.schema(),
+            None,
+        )
+        .unwrap();
+        w.write(b).unwrap();
+        w.close().unwrap();
+        path
+    };
+    type Change<'a> = &'a dyn Fn(&Field, &ArrayRef) -> Option<(Field, ArrayRef)>;
+    let with = |f: Change| {
+        let (fields, cols): (Vec<Field>, Vec<ArrayRef>) = batch
+            .schema()
+            .fields()
+            .iter()
+            .zip(batch.columns())
+            .filter_map(|(fl, c)| f(fl, c))
+            .unzip();
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
+    };
+
+    // A key column missing.
+    let missing = write(
+        "missing.parquet",
+        &with(&|f, c| (f.name() != "EventDate").then(|| (f.clone(), c.clone()))),
+    );
+    let err = fails(
+        2,
+        &[
+            "load",
+            "--store",
+            s,
+            "--table",
+            "hits",
+            "--input",
+            p(&missing),
+        ],
+    );
+    assert!(
+        err.contains("missing.parquet") && err.contains("\"EventDate\" is missing"),
+        "{err}"
+    );
+
+    // A key column of another type than the table's.
+    let retyped = write(
+        "retyped.parquet",
+        &with(&|f, c| {
+            if f.name() == "UserID" {
+                let s: StringArray = c
+                    .as_primitive::<Int64Type>()
+                    .iter()
+                    .map(|v| v.map(|v| v.to_string()))
+                    .collect();
+                Some((
+                    Field::new("UserID", DataType::Utf8, false),
+                    Arc::new(s) as ArrayRef,
+                ))
+            } else {
+                Some((f.clone(), c.clone()))
+            }
+        }),
+    );
+    let err = fails(
+        2,
+        &[
+            "load",
+            "--store",
+            s,
+            "--table",
+            "hits",
+            "--input",
+            p(&retyped),
+        ],
+    );
+    assert!(
+        err.contains("retyped.parquet") && err.contains("\"UserID\" has type Utf8"),
+        "{err}"
+    );
+
+    // A truncated file.
+    let truncated = dir.path().join("truncated.parquet");
+    let full = std::fs::read(&good).unwrap();
+    std::fs::write(&truncated, &full[..full.len() / 2]).unwrap();
+    let err = fails(
+        2,
+        &[
+            "load",
+            "--store",
+            s,
+            "--table",
+            "hits",
+            "--input",
+            p(&truncated),
+        ],
+    );
+    assert!(
+        err.contains("truncated.parquet") && err.contains("not a readable Parquet file"),
+        "{err}"
+    );
+
+    // No rows at all.
+    let empty = write("empty.parquet", &batch.slice(0, 0));
+    let err = fails(
+        2,
+        &[
+            "load",
+            "--store",
+            s,
+            "--table",
+            "hits",
+            "--input",
+            p(&empty),
+        ],
+    );
+    assert!(
+        err.contains("the input holds no rows: nothing was published"),
+        "{err}"
+    );
+
+    assert_eq!(manifests(), 0, "no load was published");
+    assert!(
+        !store.join("hits/data").exists()
+            || std::fs::read_dir(store.join("hits/data")).unwrap().count() == 0
+    );
+}

@@ -11,6 +11,11 @@ pub enum LoadError {
     )]
     BatchOverBudget { batch_bytes: u64, budget: u64 },
 
+    /// A load of no rows publishes nothing: an empty manifest would record a load that added
+    /// nothing, and an empty input is far more often a wrong path or glob than an intent.
+    #[error("the input holds no rows: nothing was published")]
+    EmptyInput,
+
     #[error("input {input}: column {column:?} {problem}")]
     Schema {
         input: String,
@@ -56,6 +61,7 @@ impl LoadError {
         match self {
             LoadError::Layout(e) => e.is_invalid_input(),
             LoadError::BatchOverBudget { .. }
+            | LoadError::EmptyInput
             | LoadError::Schema { .. }
             | LoadError::Input { .. } => true,
             LoadError::Failed { source, .. } => source.is_invalid_input(),

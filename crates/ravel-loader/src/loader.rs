@@ -422,6 +422,9 @@ impl Loader {
     }
 
     async fn finish_inner(&mut self) -> Result<LoadReport, LoadError> {
+        if self.rows == 0 {
+            return Err(LoadError::EmptyInput);
+        }
         self.flush().await?;
         let t = Instant::now();
         let committed_at_ms = SystemTime::now()
