@@ -98,6 +98,8 @@ pub fn run(args: DemoArgs) -> Result<()> {
         load_budget: None,
         max_flush_delay: None,
         zstd_level: 3,
+        max_bad_rows: 0,
+        rejects: None,
         json: false,
     })?;
     Ok(())

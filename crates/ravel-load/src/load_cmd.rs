@@ -46,6 +46,13 @@ pub struct LoadArgs {
     /// zstd level of the objects.
     #[arg(long, default_value_t = 3)]
     pub zstd_level: i32,
+    /// TSV: bad lines to leave out before the load fails (0: the first bad line fails it).
+    #[arg(long, default_value_t = 0)]
+    pub max_bad_rows: u64,
+    /// TSV: file for the left-out lines, as they were (reasons in FILE.reasons); default
+    /// `<first input>.rejects` when --max-bad-rows is set.
+    #[arg(long)]
+    pub rejects: Option<std::path::PathBuf>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -117,6 +124,31 @@ pub fn run(args: LoadArgs) -> Result<LoadReport> {
     let tier = Tier::detect()?;
     let opts = options(&args, &tier)?;
     let format = input_format(&args)?;
+    if args.max_bad_rows > 0 && format != InputFormat::Tsv {
+        return Err(BadInput("--max-bad-rows applies to TSV input only".into()).into());
+    }
+    let rejects = (args.max_bad_rows > 0).then(|| {
+        args.rejects.clone().unwrap_or_else(|| {
+            let mut p = args.input[0].clone().into_os_string();
+            p.push(".rejects");
+            p.into()
+        })
+    });
+    if let Some(path) = &rejects {
+        // This load's rejects only: an earlier load's files would be counted as ours.
+        let mut why = path.clone().into_os_string();
+        why.push(".reasons");
+        for p in [path.clone(), why.into()] {
+            if p.exists() {
+                std::fs::remove_file(&p)
+                    .with_context(|| format!("removing the old rejects file {}", p.display()))?;
+            }
+        }
+    }
+    let bad = ravel_loader::BadRows {
+        max: args.max_bad_rows,
+        rejects: rejects.clone(),
+    };
     eprintln!(
         "geometry: {} tier; objects ~{} bytes, pipeline depth {}, load budget {} bytes, run trigger {} bytes, max flush delay {} s",
         tier.name,
@@ -141,12 +173,13 @@ pub fn run(args: LoadArgs) -> Result<LoadReport> {
     };
     let started = Instant::now();
     let mut last_line = Instant::now();
-    let report = crate::runtime()?.block_on(ravel_loader::load_files(
+    let report = crate::runtime()?.block_on(ravel_loader::load_files_with(
         &store,
         &args.table,
         opts,
         &args.input,
         format,
+        bad,
         |rows, loader| {
             let secs = started.elapsed().as_secs_f64().max(1e-9);
             let msg = format!(
@@ -171,6 +204,16 @@ pub fn run(args: LoadArgs) -> Result<LoadReport> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_summary(&report, started.elapsed().as_secs_f64());
+    }
+    if let Some(path) = rejects.filter(|p| p.exists()) {
+        let left = std::fs::read_to_string(&path)
+            .map(|t| t.lines().count())
+            .unwrap_or(0);
+        eprintln!(
+            "left out {left} bad line(s): {} (reasons in {}.reasons)",
+            path.display(),
+            path.display()
+        );
     }
     Ok(report)
 }

@@ -924,3 +924,103 @@ fn bad_parquet_and_empty_inputs_exit_2_and_publish_nothing() {
             || std::fs::read_dir(store.join("hits/data")).unwrap().count() == 0
     );
 }
+
+#[test]
+fn max_bad_rows_leaves_bad_tsv_lines_out_into_a_rejects_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let s = p(&store);
+    let tsv = dir.path().join("h.tsv");
+    ok(&["gen", "--rows", "3000", "--out", p(&tsv)]);
+    // Break lines 10 (a non-number) and 2000 (a field short).
+    let mut lines: Vec<String> = std::fs::read_to_string(&tsv)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    lines[9] = lines[9].replacen('\t', "\tNaN-", 1);
+    let short = lines[1999].rfind('\t').unwrap();
+    lines[1999].truncate(short);
+    let bad = dir.path().join("bad.tsv");
+    std::fs::write(&bad, lines.join("\n") + "\n").unwrap();
+    let manifests = || match std::fs::read_dir(store.join("hits/manifests")) {
+        Ok(d) => d.count(),
+        Err(_) => 0,
+    };
+
+    // One allowed, two found: the load fails, naming the second, and publishes nothing.
+    let err = fails(
+        2,
+        &[
+            "load",
+            "--store",
+            s,
+            "--table",
+            "hits",
+            "--input",
+            p(&bad),
+            "--max-bad-rows",
+            "1",
+        ],
+    );
+    assert!(
+        err.contains("more than 1 bad line(s)") && err.contains("line 2000:"),
+        "{err}"
+    );
+    assert_eq!(manifests(), 0);
+
+    // Two allowed: the other rows load, the two lines go to the rejects file as they were.
+    let rejects = dir.path().join("out.rejects");
+    let out = run(&[
+        "load",
+        "--store",
+        s,
+        "--table",
+        "hits",
+        "--input",
+        p(&bad),
+        "--max-bad-rows",
+        "2",
+        "--rejects",
+        p(&rejects),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["rows"], 2998);
+    assert_eq!(manifests(), 1);
+    let left = std::fs::read_to_string(&rejects).unwrap();
+    assert_eq!(left, format!("{}\n{}\n", lines[9], lines[1999]));
+    let why = std::fs::read_to_string(dir.path().join("out.rejects.reasons")).unwrap();
+    assert!(
+        why.contains("line 10, column 2 (JavaEnable)") && why.contains("line 2000:"),
+        "{why}"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("left out 2 bad line(s)"));
+
+    // Parquet input has no bad lines to leave out.
+    let pq = dir.path().join("h.parquet");
+    ok(&["gen", "--rows", "10", "--out", p(&pq)]);
+    let err = fails(
+        2,
+        &[
+            "load",
+            "--store",
+            s,
+            "--table",
+            "hits",
+            "--input",
+            p(&pq),
+            "--max-bad-rows",
+            "3",
+        ],
+    );
+    assert!(
+        err.contains("--max-bad-rows applies to TSV input only"),
+        "{err}"
+    );
+}

@@ -14,4 +14,6 @@ pub use error::LoadError;
 pub use loader::{LoadReport, Loader, StageTimes};
 pub use options::{LoadOptions, SORT_SCRATCH_PER_ROW};
 pub use ravel_manifest::{MANIFEST_FORMAT, Manifest, ObjectEntry};
-pub use source::{InputFormat, READ_BATCH_ROWS, expand_inputs, load_files};
+pub use source::{
+    BadRows, InputFormat, READ_BATCH_ROWS, expand_inputs, load_files, load_files_with,
+};

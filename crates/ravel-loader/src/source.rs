@@ -134,13 +134,74 @@ fn read_parquet_file(
     })
 }
 
+/// How many bad TSV lines a load may leave out, and where they go.
+#[derive(Debug, Clone, Default)]
+pub struct BadRows {
+    /// Bad lines left out before the load fails (0: the first bad line fails it).
+    pub max: u64,
+    /// File that receives the left-out lines as they were (a TSV to fix and load again); the
+    /// reasons go to the same path with `.reasons` appended.
+    pub rejects: Option<PathBuf>,
+}
+
 /// Streams the batches of hits-style TSV files, parsed in parallel blocks, in file order.
 fn read_tsv(
     paths: Vec<PathBuf>,
     schema: SchemaRef,
+    bad: BadRows,
     tx: tokio::sync::mpsc::Sender<Result<(RecordBatch, String), LoadError>>,
 ) {
-    read_tsv_chunked(paths, schema, tx, TSV_CHUNK_BYTES)
+    read_tsv_chunked(paths, schema, bad, tx, TSV_CHUNK_BYTES)
+}
+
+/// The rejects file and its reasons, opened on the first reject.
+struct Rejects {
+    bad: BadRows,
+    files: Option<(std::fs::File, std::fs::File)>,
+    count: u64,
+}
+
+impl Rejects {
+    /// Records a chunk's rejects; the error when they exceed the allowance.
+    fn take(&mut self, input: &str, rejects: Vec<crate::tsv::Reject>) -> Result<(), LoadError> {
+        use std::io::Write;
+        for r in rejects {
+            self.count += 1;
+            if self.count > self.bad.max {
+                return Err(LoadError::Input {
+                    input: input.into(),
+                    message: format!(
+                        "more than {} bad line(s) (--max-bad-rows); {}",
+                        self.bad.max, r.message
+                    ),
+                });
+            }
+            let Some(path) = &self.bad.rejects else {
+                continue;
+            };
+            if self.files.is_none() {
+                let mut why = path.clone().into_os_string();
+                why.push(".reasons");
+                let open = |p: &Path| {
+                    std::fs::File::create(p).map_err(|e| LoadError::Input {
+                        input: p.display().to_string(),
+                        message: format!("cannot create the rejects file: {e}"),
+                    })
+                };
+                self.files = Some((open(path)?, open(Path::new(&why))?));
+            }
+            let (lines, reasons) = self.files.as_mut().expect("opened above");
+            let written = lines
+                .write_all(&r.text)
+                .and_then(|()| lines.write_all(b"\n"))
+                .and_then(|()| writeln!(reasons, "{input}: {}", r.message));
+            written.map_err(|e| LoadError::Input {
+                input: path.display().to_string(),
+                message: format!("cannot write the rejects file: {e}"),
+            })?;
+        }
+        Ok(())
+    }
 }
 
 /// [`read_tsv`], reading `chunk_bytes` at a time. A line longer than a chunk is not cut: the
@@ -148,9 +209,16 @@ fn read_tsv(
 fn read_tsv_chunked(
     paths: Vec<PathBuf>,
     schema: SchemaRef,
+    bad: BadRows,
     tx: tokio::sync::mpsc::Sender<Result<(RecordBatch, String), LoadError>>,
     chunk_bytes: usize,
 ) {
+    let skip = bad.max > 0;
+    let mut rejects = Rejects {
+        bad,
+        files: None,
+        count: 0,
+    };
     for path in paths {
         let shown = path.display().to_string();
         let mut file = match std::fs::File::open(&path) {
@@ -194,7 +262,10 @@ fn read_tsv_chunked(
             if data.is_empty() {
                 continue;
             }
-            match crate::tsv::parse_chunk(&schema, &shown, data, line, TSV_BLOCK_BYTES) {
+            let parsed =
+                crate::tsv::parse_chunk_with(&schema, &shown, data, line, TSV_BLOCK_BYTES, skip)
+                    .and_then(|(batches, bad)| rejects.take(&shown, bad).map(|()| batches));
+            match parsed {
                 Ok(batches) => {
                     for b in batches {
                         if tx.blocking_send(Ok((b, shown.clone()))).is_err() {
@@ -270,6 +341,28 @@ pub async fn load_files(
     opts: LoadOptions,
     paths: &[PathBuf],
     format: InputFormat,
+    progress: impl FnMut(u64, &Loader),
+) -> Result<LoadReport, LoadError> {
+    load_files_with(
+        store,
+        table,
+        opts,
+        paths,
+        format,
+        BadRows::default(),
+        progress,
+    )
+    .await
+}
+
+/// [`load_files`], leaving out up to `bad.max` bad TSV lines (written to `bad.rejects`).
+pub async fn load_files_with(
+    store: &Store,
+    table: &str,
+    opts: LoadOptions,
+    paths: &[PathBuf],
+    format: InputFormat,
+    bad: BadRows,
     mut progress: impl FnMut(u64, &Loader),
 ) -> Result<LoadReport, LoadError> {
     let mut loader = Loader::new(store, table, opts).await?;
@@ -284,7 +377,7 @@ pub async fn load_files(
                 .unwrap_or_else(|| {
                     ravel_hits::schema(ravel_hits::Convention::Raw(ravel_hits::Strings::Binary))
                 });
-            tokio::task::spawn_blocking(move || read_tsv(paths, schema, tx))
+            tokio::task::spawn_blocking(move || read_tsv(paths, schema, bad, tx))
         }
     };
     let mut rows = 0u64;
@@ -341,7 +434,7 @@ mod tests {
             Field::new("s", DataType::Utf8, false),
         ]));
         let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
-        read_tsv_chunked(vec![path], schema, tx, 1_000);
+        read_tsv_chunked(vec![path], schema, BadRows::default(), tx, 1_000);
         let mut values = Vec::new();
         while let Ok(item) = rx.try_recv() {
             let (b, _) = item.unwrap();

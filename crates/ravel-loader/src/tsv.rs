@@ -257,13 +257,16 @@ impl Col {
     }
 }
 
-/// Parses one block of whole lines into a batch.
-fn parse_block(schema: &SchemaRef, block: &[u8]) -> Result<RecordBatch, CellError> {
+/// The lines of a block of whole lines.
+fn block_lines(block: &[u8]) -> Vec<&[u8]> {
     let body = block.strip_suffix(b"\n").unwrap_or(block);
-    let lines: Vec<&[u8]> = body
-        .split(|&b| b == b'\n')
+    body.split(|&b| b == b'\n')
         .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
-        .collect();
+        .collect()
+}
+
+/// Parses a block's lines into a batch; the first bad line is the error.
+fn parse_block(schema: &SchemaRef, lines: &[&[u8]]) -> Result<RecordBatch, CellError> {
     let n = schema.fields().len();
     let mut cols: Vec<Col> = schema
         .fields()
@@ -306,6 +309,34 @@ fn parse_block(schema: &SchemaRef, block: &[u8]) -> Result<RecordBatch, CellErro
     Ok(RecordBatch::try_new(schema.clone(), arrays).expect("builders follow the schema"))
 }
 
+/// Parses a block's lines, leaving bad lines out: returns the batch and each bad line's index
+/// in the block with its error. (Builders cannot take a half-pushed line back, so the block is
+/// parsed again without each bad line; bad lines are meant to be rare.)
+fn parse_block_skipping(
+    schema: &SchemaRef,
+    block: &[u8],
+) -> (RecordBatch, Vec<(usize, CellError)>) {
+    let lines = block_lines(block);
+    let mut keep: Vec<usize> = (0..lines.len()).collect();
+    let mut bad = Vec::new();
+    loop {
+        let kept: Vec<&[u8]> = keep.iter().map(|&i| lines[i]).collect();
+        match parse_block(schema, &kept) {
+            Ok(batch) => return (batch, bad),
+            Err(e) => {
+                let original = keep.remove(e.line_in_block);
+                bad.push((
+                    original,
+                    CellError {
+                        line_in_block: original,
+                        ..e
+                    },
+                ));
+            }
+        }
+    }
+}
+
 /// Splits `data` into blocks of about `block_bytes` ending at line ends.
 fn blocks(data: &[u8], block_bytes: usize) -> Vec<(usize, &[u8])> {
     let mut out = Vec::new();
@@ -324,8 +355,19 @@ fn blocks(data: &[u8], block_bytes: usize) -> Vec<(usize, &[u8])> {
     out
 }
 
+/// A TSV line left out of a load (`--max-bad-rows`).
+#[derive(Debug, Clone)]
+pub struct Reject {
+    /// 1-based line number in its file.
+    pub line: u64,
+    /// Why, naming the line and column as an error would.
+    pub message: String,
+    /// The line as it was in the file, without its line end.
+    pub text: Vec<u8>,
+}
+
 /// Parses a chunk of a TSV file (whole lines) into batches, in parallel. `first_line` is the
-/// 1-based number of the chunk's first line in the file.
+/// 1-based number of the chunk's first line in the file. The first bad line is the error.
 pub fn parse_chunk(
     schema: &SchemaRef,
     input: &str,
@@ -333,6 +375,21 @@ pub fn parse_chunk(
     first_line: u64,
     block_bytes: usize,
 ) -> Result<Vec<RecordBatch>, LoadError> {
+    let (batches, rejects) = parse_chunk_with(schema, input, data, first_line, block_bytes, false)?;
+    debug_assert!(rejects.is_empty());
+    Ok(batches)
+}
+
+/// [`parse_chunk`]; with `skip_bad`, bad lines are left out and returned as rejects instead of
+/// failing the chunk.
+pub fn parse_chunk_with(
+    schema: &SchemaRef,
+    input: &str,
+    data: &[u8],
+    first_line: u64,
+    block_bytes: usize,
+    skip_bad: bool,
+) -> Result<(Vec<RecordBatch>, Vec<Reject>), LoadError> {
     for f in schema.fields() {
         if !supported(f.data_type()) {
             return Err(LoadError::Schema {
@@ -343,36 +400,60 @@ pub fn parse_chunk(
         }
     }
     let parts = blocks(data, block_bytes);
-    let results: Vec<Result<RecordBatch, CellError>> = parts
+    let results: Vec<(RecordBatch, Vec<(usize, CellError)>)> = parts
         .par_iter()
-        .map(|(_, b)| parse_block(schema, b))
+        .map(|(_, b)| {
+            if skip_bad {
+                parse_block_skipping(schema, b)
+            } else {
+                match parse_block(schema, &block_lines(b)) {
+                    Ok(batch) => (batch, Vec::new()),
+                    Err(e) => (
+                        RecordBatch::new_empty(schema.clone()),
+                        vec![(e.line_in_block, e)],
+                    ),
+                }
+            }
+        })
         .collect();
+    let describe = |line: u64, e: &CellError| {
+        if e.column == usize::MAX {
+            format!("line {line}: {}", e.message)
+        } else {
+            format!(
+                "line {line}, column {} ({}): {}",
+                e.column + 1,
+                schema.field(e.column).name(),
+                e.message
+            )
+        }
+    };
     let mut out = Vec::with_capacity(results.len());
-    for ((start, _), r) in parts.iter().zip(results) {
-        match r {
-            Ok(b) => out.push(b),
-            Err(e) => {
-                let line = first_line
-                    + data[..*start].iter().filter(|&&b| b == b'\n').count() as u64
-                    + e.line_in_block as u64;
-                let message = if e.column == usize::MAX {
-                    format!("line {line}: {}", e.message)
-                } else {
-                    format!(
-                        "line {line}, column {} ({}): {}",
-                        e.column + 1,
-                        schema.field(e.column).name(),
-                        e.message
-                    )
-                };
-                return Err(LoadError::Input {
-                    input: input.into(),
-                    message,
+    let mut rejects = Vec::new();
+    for ((start, block), (batch, bad)) in parts.iter().zip(results) {
+        let block_first =
+            first_line + data[..*start].iter().filter(|&&b| b == b'\n').count() as u64;
+        if !skip_bad && let Some((_, e)) = bad.first() {
+            return Err(LoadError::Input {
+                input: input.into(),
+                message: describe(block_first + e.line_in_block as u64, e),
+            });
+        }
+        if !bad.is_empty() {
+            let lines = block_lines(block);
+            for (i, e) in bad {
+                let line = block_first + i as u64;
+                rejects.push(Reject {
+                    line,
+                    message: describe(line, &e),
+                    text: lines[i].to_vec(),
                 });
             }
         }
+        out.push(batch);
     }
-    Ok(out)
+    rejects.sort_by_key(|r| r.line);
+    Ok((out, rejects))
 }
 
 #[cfg(test)]
@@ -456,5 +537,28 @@ mod tests {
         data.extend_from_slice(b"1\t1\tabc\n");
         let err = parse_chunk(&schema(), "y.tsv", &data, 101, 64).unwrap_err();
         assert!(err.to_string().contains("line 1101:"), "{err}");
+    }
+
+    #[test]
+    fn bad_lines_can_be_left_out_and_returned() {
+        let data = b"1\t1\ta\t1\nx\t1\ta\t1\n2\t2\tb\t2\n3\t3\tc\n4\t4\td\t4\n";
+        for block_bytes in [1 << 20, 8] {
+            let (batches, rejects) =
+                parse_chunk_with(&schema(), "r.tsv", data, 10, block_bytes, true).unwrap();
+            let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+            assert_eq!(rows, 3);
+            let got: Vec<(u64, &[u8])> = rejects.iter().map(|r| (r.line, &r.text[..])).collect();
+            assert_eq!(got, vec![(11, &b"x\t1\ta\t1"[..]), (13, &b"3\t3\tc"[..])]);
+            assert!(
+                rejects[0].message.starts_with("line 11, column 1 (t):"),
+                "{}",
+                rejects[0].message
+            );
+            assert!(
+                rejects[1].message.contains("line 13: has 3 fields"),
+                "{}",
+                rejects[1].message
+            );
+        }
     }
 }
