@@ -21,7 +21,7 @@ use futures::TryStreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::metadata::{FooterTail, ParquetMetaData, ParquetMetaDataReader};
 use ravel_layout::{ClusteringOrder, Layout, LayoutError, LayoutStore};
 use ravel_manifest::{Manifest, ManifestError, ObjectEntry, compare_keys, key_value};
 use ravel_store::{Store, StoreError};
@@ -327,10 +327,8 @@ async fn read_footer(
         return Err(format!("{size} bytes is too short for Parquet").into());
     }
     let tail = store.get_range(path, size - 8..size).await?;
-    if &tail[4..] != b"PAR1" {
-        return Err("no Parquet magic at the end".into());
-    }
-    let len = u32::from_le_bytes(tail[..4].try_into().expect("4 bytes")) as u64;
+    let tail = FooterTail::try_new(tail[..].try_into().expect("8 bytes"))?;
+    let len = tail.metadata_length() as u64;
     if len + 12 > size {
         return Err(format!("footer length {len} exceeds the object").into());
     }
