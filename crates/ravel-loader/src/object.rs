@@ -104,17 +104,25 @@ impl Run {
         (b, i - self.starts[b])
     }
 
+    /// Positions `start..start + len` of the run as pieces of its batches.
+    fn pieces(&self, start: usize, len: usize) -> impl Iterator<Item = RecordBatch> + '_ {
+        let end = start + len;
+        let mut at = start;
+        std::iter::from_fn(move || {
+            (at < end).then(|| {
+                let (b, r) = self.origin(at);
+                let n = (self.batches[b].num_rows() - r).min(end - at);
+                at += n;
+                self.batches[b].slice(r, n)
+            })
+        })
+    }
+
     /// Column `c` at positions `start..start + len` of the run, as slices of its batches.
     fn window(&self, c: usize, start: usize, len: usize) -> Vec<ArrayRef> {
-        let (mut at, end) = (start, start + len);
-        let mut out = Vec::new();
-        while at < end {
-            let (b, r) = self.origin(at);
-            let n = (self.batches[b].num_rows() - r).min(end - at);
-            out.push(self.batches[b].column(c).slice(r, n));
-            at += n;
-        }
-        out
+        self.pieces(start, len)
+            .map(|p| p.column(c).clone())
+            .collect()
     }
 
     /// Encodes positions `start..start + len` of the run.
@@ -124,12 +132,8 @@ impl Run {
         start: usize,
         len: usize,
     ) -> Result<(), LoadError> {
-        let (mut at, end) = (start, start + len);
-        while at < end {
-            let (b, r) = self.origin(at);
-            let n = (self.batches[b].num_rows() - r).min(end - at);
-            w.write(&self.batches[b].slice(r, n))?;
-            at += n;
+        for piece in self.pieces(start, len) {
+            w.write(&piece)?;
         }
         Ok(())
     }
