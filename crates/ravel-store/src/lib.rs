@@ -14,6 +14,10 @@
 //! <table>/manifests/<load-id>.json    one manifest per load
 //! ```
 
+mod retry;
+
+pub use retry::{RetryPolicy, RetryStore, is_transient};
+
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -168,6 +172,7 @@ impl Store {
                         url: shown.clone(),
                         source,
                     })?;
+                let s3 = RetryStore::new(s3, RetryPolicy::default());
                 let inner: Arc<dyn ObjectStore> = if prefix.is_empty() {
                     Arc::new(s3)
                 } else {

@@ -1,45 +1,110 @@
 //! A fault-injecting object store wrapper, in the style of object_store's `ThrottledStore`:
-//! one trait, behaviour by composition. Puts whose path starts with a prefix can be made to
-//! fail permanently from the Nth one on, or be stored and then answered as a retry after a lost
-//! response would be (the store saw the first attempt; the retry finds the object there).
+//! one trait, behaviour by composition. What it can do to requests whose path starts with a
+//! prefix (all requests by default):
+//!
+//! - fail every put from the Nth on, permanently ([`FaultStore::fail_puts_from`]);
+//! - send every put twice and answer the second, as a client retrying after a lost response
+//!   does ([`FaultStore::lose_put_responses`]);
+//! - fail a fraction of requests with a transient error, half of them before the request
+//!   reaches the store and half after it was carried out (a lost response)
+//!   ([`FaultStore::transient`]);
+//! - fail a fraction of requests with a permanent error ([`FaultStore::permanent`]);
+//! - delay every request ([`FaultStore::latency`]);
+//! - cut a fraction of get bodies short, as a connection closed mid-body does
+//!   ([`FaultStore::truncate_gets`]).
+//!
+//! Choices are drawn from a seeded sequence, so a failing test repeats. Counters of what was
+//! injected let a test assert that its faults really happened.
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::stream::BoxStream;
+use futures::stream::{BoxStream, StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
+    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
+    ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
 };
 
-/// Wraps a store and fails puts as configured.
+/// What was injected so far.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Injected {
+    pub transient_before: usize,
+    pub transient_after: usize,
+    pub permanent: usize,
+    pub truncated: usize,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    transient_before: AtomicUsize,
+    transient_after: AtomicUsize,
+    permanent: AtomicUsize,
+    truncated: AtomicUsize,
+}
+
+/// Wraps a store and injects faults as configured.
 #[derive(Debug)]
 pub struct FaultStore<T: ObjectStore> {
-    inner: T,
-    put_prefix: String,
+    inner: Arc<T>,
+    prefix: String,
     fail_from_put: Option<usize>,
     lose_responses: bool,
+    transient: f64,
+    permanent: f64,
+    truncate: f64,
+    latency: Duration,
     puts: AtomicUsize,
+    draws: AtomicU64,
+    seed: u64,
+    counters: Arc<Counters>,
+}
+
+/// Where a fault goes relative to the request.
+enum Fault {
+    None,
+    TransientBefore,
+    TransientAfter,
+    Permanent,
 }
 
 impl<T: ObjectStore> FaultStore<T> {
     pub fn new(inner: T) -> Self {
         FaultStore {
-            inner,
-            put_prefix: String::new(),
+            inner: Arc::new(inner),
+            prefix: String::new(),
             fail_from_put: None,
             lose_responses: false,
+            transient: 0.0,
+            permanent: 0.0,
+            truncate: 0.0,
+            latency: Duration::ZERO,
             puts: AtomicUsize::new(0),
+            draws: AtomicU64::new(0),
+            seed: 0x5EED,
+            counters: Arc::default(),
         }
+    }
+
+    /// Faults only for paths starting with `prefix`.
+    pub fn on_prefix(mut self, prefix: &str) -> Self {
+        self.prefix = prefix.to_string();
+        self
+    }
+
+    /// The seed of the fault sequence.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
     }
 
     /// Puts under `prefix` fail permanently from the `n`th (1-based) on.
     pub fn fail_puts_from(mut self, n: usize, prefix: &str) -> Self {
         self.fail_from_put = Some(n);
-        self.put_prefix = prefix.to_string();
+        self.prefix = prefix.to_string();
         self
     }
 
@@ -47,7 +112,31 @@ impl<T: ObjectStore> FaultStore<T> {
     /// does, and the caller sees the second answer (`AlreadyExists` for a create).
     pub fn lose_put_responses(mut self, prefix: &str) -> Self {
         self.lose_responses = true;
-        self.put_prefix = prefix.to_string();
+        self.prefix = prefix.to_string();
+        self
+    }
+
+    /// A `fraction` of requests fail with a transient (`Generic`) error.
+    pub fn transient(mut self, fraction: f64) -> Self {
+        self.transient = fraction;
+        self
+    }
+
+    /// A `fraction` of requests fail with a permanent (`PermissionDenied`) error.
+    pub fn permanent(mut self, fraction: f64) -> Self {
+        self.permanent = fraction;
+        self
+    }
+
+    /// A `fraction` of get bodies end after half their bytes, without an error.
+    pub fn truncate_gets(mut self, fraction: f64) -> Self {
+        self.truncate = fraction;
+        self
+    }
+
+    /// Every request waits `latency` first.
+    pub fn latency(mut self, latency: Duration) -> Self {
+        self.latency = latency;
         self
     }
 
@@ -56,8 +145,103 @@ impl<T: ObjectStore> FaultStore<T> {
         self.puts.load(Ordering::SeqCst)
     }
 
+    /// A handle on the counters of injected faults, readable after the store is wrapped.
+    pub fn injected(&self) -> InjectedHandle {
+        InjectedHandle(self.counters.clone())
+    }
+
     pub fn into_arc(self) -> Arc<dyn ObjectStore> {
         Arc::new(self)
+    }
+
+    /// A uniform draw in [0, 1) from the seeded sequence (splitmix64).
+    fn draw(&self) -> f64 {
+        let n = self.draws.fetch_add(1, Ordering::SeqCst);
+        let mut z = self
+            .seed
+            .wrapping_add(n.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Waits the latency and decides the fault of one request on `location`.
+    async fn enter(&self, location: &str) -> Fault {
+        if !self.latency.is_zero() {
+            tokio::time::sleep(self.latency).await;
+        }
+        self.decide(location)
+    }
+
+    /// The fault of one request on `location`.
+    fn decide(&self, location: &str) -> Fault {
+        if !location.starts_with(&self.prefix) {
+            return Fault::None;
+        }
+        let d = self.draw();
+        if d < self.permanent {
+            Fault::Permanent
+        } else if d < self.permanent + self.transient / 2.0 {
+            Fault::TransientBefore
+        } else if d < self.permanent + self.transient {
+            Fault::TransientAfter
+        } else {
+            Fault::None
+        }
+    }
+
+    fn transient_error(&self, location: &str, after: bool) -> object_store::Error {
+        let (counter, what) = if after {
+            (&self.counters.transient_after, "response lost")
+        } else {
+            (&self.counters.transient_before, "connection reset")
+        };
+        counter.fetch_add(1, Ordering::SeqCst);
+        object_store::Error::Generic {
+            store: "FaultStore",
+            source: format!("injected transient fault on {location}: {what}").into(),
+        }
+    }
+
+    fn permanent_error(&self, location: &str) -> object_store::Error {
+        self.counters.permanent.fetch_add(1, Ordering::SeqCst);
+        object_store::Error::PermissionDenied {
+            path: location.to_string(),
+            source: "injected permanent fault: access denied".into(),
+        }
+    }
+
+    /// Runs `op` under the fault decided for `location`.
+    async fn faulty<R>(
+        &self,
+        location: &str,
+        op: impl std::future::Future<Output = Result<R>>,
+    ) -> Result<R> {
+        match self.enter(location).await {
+            Fault::None => op.await,
+            Fault::Permanent => Err(self.permanent_error(location)),
+            Fault::TransientBefore => Err(self.transient_error(location, false)),
+            Fault::TransientAfter => {
+                op.await?;
+                Err(self.transient_error(location, true))
+            }
+        }
+    }
+}
+
+/// Reads the counters of a [`FaultStore`] that has been moved into a wrapper.
+#[derive(Debug, Clone)]
+pub struct InjectedHandle(Arc<Counters>);
+
+impl InjectedHandle {
+    pub fn get(&self) -> Injected {
+        Injected {
+            transient_before: self.0.transient_before.load(Ordering::SeqCst),
+            transient_after: self.0.transient_after.load(Ordering::SeqCst),
+            permanent: self.0.permanent.load(Ordering::SeqCst),
+            truncated: self.0.truncated.load(Ordering::SeqCst),
+        }
     }
 }
 
@@ -75,7 +259,7 @@ impl<T: ObjectStore> ObjectStore for FaultStore<T> {
         payload: PutPayload,
         opts: PutOptions,
     ) -> Result<PutResult> {
-        if location.as_ref().starts_with(&self.put_prefix) {
+        if location.as_ref().starts_with(&self.prefix) {
             let n = self.puts.fetch_add(1, Ordering::SeqCst) + 1;
             if self.fail_from_put.is_some_and(|from| n >= from) {
                 return Err(object_store::Error::PermissionDenied {
@@ -89,7 +273,11 @@ impl<T: ObjectStore> ObjectStore for FaultStore<T> {
                     .await?;
             }
         }
-        self.inner.put_opts(location, payload, opts).await
+        self.faulty(
+            location.as_ref(),
+            self.inner.put_opts(location, payload, opts),
+        )
+        .await
     }
 
     async fn put_multipart_opts(
@@ -101,7 +289,44 @@ impl<T: ObjectStore> ObjectStore for FaultStore<T> {
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
-        self.inner.get_opts(location, options).await
+        let head = options.head;
+        let result = self
+            .faulty(location.as_ref(), self.inner.get_opts(location, options))
+            .await?;
+        let cut = !head
+            && location.as_ref().starts_with(&self.prefix)
+            && result.range.end > result.range.start + 1
+            && self.draw() < self.truncate;
+        if !cut {
+            return Ok(result);
+        }
+        self.counters.truncated.fetch_add(1, Ordering::SeqCst);
+        let keep = ((result.range.end - result.range.start) / 2) as usize;
+        let GetResult {
+            payload,
+            meta,
+            range,
+            attributes,
+        } = result;
+        let body = match payload {
+            GetResultPayload::Stream(s) => s.try_collect::<Vec<bytes::Bytes>>().await?.concat(),
+            #[allow(unreachable_patterns)]
+            GetResultPayload::File(..) => {
+                return Err(object_store::Error::NotImplemented {
+                    operation: "truncate a local file's body".into(),
+                    implementer: "FaultStore".into(),
+                });
+            }
+        };
+        let short = bytes::Bytes::from(body).slice(..keep);
+        Ok(GetResult {
+            payload: GetResultPayload::Stream(
+                futures::stream::once(async move { Ok(short) }).boxed(),
+            ),
+            meta,
+            range,
+            attributes,
+        })
     }
 
     fn delete_stream(
@@ -112,14 +337,34 @@ impl<T: ObjectStore> ObjectStore for FaultStore<T> {
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.inner.list(prefix)
+        let shown = prefix.map_or(String::new(), |p| p.to_string());
+        let listed = self.inner.list(prefix);
+        // Lists are faulted as a whole (and not delayed): a transient fault ends the listing
+        // after its first entry, as a connection dropped mid-listing does.
+        match self.decide(&shown) {
+            Fault::None => listed,
+            Fault::Permanent => {
+                let e = self.permanent_error(&shown);
+                futures::stream::once(async move { Err(e) }).boxed()
+            }
+            Fault::TransientBefore | Fault::TransientAfter => {
+                let e = self.transient_error(&shown, false);
+                listed
+                    .take(1)
+                    .chain(futures::stream::once(async move { Err(e) }))
+                    .boxed()
+            }
+        }
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
+        let shown = prefix.map_or(String::new(), |p| p.to_string());
+        self.faulty(&shown, self.inner.list_with_delimiter(prefix))
+            .await
     }
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
-        self.inner.copy_opts(from, to, options).await
+        self.faulty(from.as_ref(), self.inner.copy_opts(from, to, options))
+            .await
     }
 }

@@ -9,7 +9,7 @@
 pub mod arbitrary;
 mod fault;
 
-pub use fault::FaultStore;
+pub use fault::{FaultStore, Injected, InjectedHandle};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -36,10 +36,57 @@ fn random_u64() -> u64 {
 
 /// Serializes requests that carry a precondition (`If-None-Match`, `If-Match`), so that the
 /// check and the write of one request are not interleaved with another's, as on real S3.
+/// It also holds the server's stalls (see [`S3Server::stall`]).
 #[derive(Clone)]
 pub struct AtomicConditions {
     inner: s3s::service::S3Service,
     lock: Arc<tokio::sync::Mutex<()>>,
+    stalls: Arc<std::sync::Mutex<Vec<Stall>>>,
+}
+
+/// A request pattern the server stops answering (see [`S3Server::stall`]).
+struct Stall {
+    method: http::Method,
+    path_contains: String,
+    /// Matching requests let through before the stall begins.
+    pass: usize,
+    hit: Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+}
+
+/// Tells when a stall began holding a request.
+#[derive(Clone)]
+pub struct StallHandle(Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>);
+
+impl StallHandle {
+    /// Waits until a request is held; false when `timeout` passed first.
+    pub fn wait(&self, timeout: std::time::Duration) -> bool {
+        let (lock, cv) = &*self.0;
+        let guard = lock.lock().expect("stall lock");
+        let (guard, _) = cv
+            .wait_timeout_while(guard, timeout, |hit| !*hit)
+            .expect("stall lock");
+        *guard
+    }
+}
+
+impl AtomicConditions {
+    /// Whether `req` is to be held forever (and says so to whoever waits).
+    fn stalls(&self, req: &http::Request<hyper::body::Incoming>) -> bool {
+        let mut stalls = self.stalls.lock().expect("stalls lock");
+        for s in stalls.iter_mut() {
+            if req.method() == s.method && req.uri().path().contains(&s.path_contains) {
+                if s.pass > 0 {
+                    s.pass -= 1;
+                    continue;
+                }
+                let (lock, cv) = &*s.hit;
+                *lock.lock().expect("stall lock") = true;
+                cv.notify_all();
+                return true;
+            }
+        }
+        false
+    }
 }
 
 impl hyper::service::Service<http::Request<hyper::body::Incoming>> for AtomicConditions {
@@ -50,6 +97,9 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for AtomicCon
     >;
 
     fn call(&self, req: http::Request<hyper::body::Incoming>) -> Self::Future {
+        if self.stalls(&req) {
+            return Box::pin(std::future::pending());
+        }
         let conditional = req.headers().contains_key(http::header::IF_NONE_MATCH)
             || req.headers().contains_key(http::header::IF_MATCH);
         let call = hyper::service::Service::call(&self.inner, req);
@@ -73,6 +123,7 @@ pub struct S3Server {
     pub access_key: String,
     pub secret_key: String,
     root: tempfile::TempDir,
+    stalls: Arc<std::sync::Mutex<Vec<Stall>>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -91,9 +142,11 @@ impl S3Server {
             access_key.clone(),
             secret_key.clone(),
         ));
+        let stalls = Arc::new(std::sync::Mutex::new(Vec::new()));
         let service = AtomicConditions {
             inner: b.build(),
             lock: Arc::new(tokio::sync::Mutex::new(())),
+            stalls: stalls.clone(),
         };
         let (addr_tx, addr_rx) = std::sync::mpsc::channel::<SocketAddr>();
         let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -129,6 +182,7 @@ impl S3Server {
             access_key,
             secret_key,
             root,
+            stalls,
             stop: Some(stop_tx),
             thread: Some(thread),
         }
@@ -150,8 +204,38 @@ impl S3Server {
         ]
     }
 
-    /// A store on this server under `prefix`, built without touching the process environment.
+    /// From now on the server lets `pass` requests of `method` whose path contains
+    /// `path_contains` through and then holds every further one unanswered, as a server that
+    /// hangs does (a client in a test can then be killed at a known point).
+    pub fn stall(&self, method: http::Method, path_contains: &str, pass: usize) -> StallHandle {
+        let hit = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+        self.stalls.lock().expect("stalls lock").push(Stall {
+            method,
+            path_contains: path_contains.to_string(),
+            pass,
+            hit: hit.clone(),
+        });
+        StallHandle(hit)
+    }
+
+    /// Ends every stall (requests held already stay held).
+    pub fn clear_stalls(&self) {
+        self.stalls.lock().expect("stalls lock").clear();
+    }
+
+    /// A store on this server under `prefix`, built without touching the process environment,
+    /// composed as `Store::open` composes one (retries over the S3 client).
     pub fn store(&self, prefix: &str) -> Store {
+        self.store_with(prefix, |s3| Arc::new(s3))
+    }
+
+    /// A store on this server under `prefix` with `wrap` between the S3 client and the
+    /// retries (`RetryStore(wrap(S3))`): a [`FaultStore`] there sees every attempt.
+    pub fn store_with(
+        &self,
+        prefix: &str,
+        wrap: impl FnOnce(object_store::aws::AmazonS3) -> Arc<dyn object_store::ObjectStore>,
+    ) -> Store {
         let s3 = AmazonS3Builder::new()
             .with_endpoint(&self.endpoint)
             .with_bucket_name(&self.bucket)
@@ -162,6 +246,12 @@ impl S3Server {
             .with_conditional_put(S3ConditionalPut::ETagMatch)
             .build()
             .expect("S3 client");
+        let policy = ravel_store::RetryPolicy {
+            attempts: 6,
+            first_backoff: std::time::Duration::from_millis(5),
+            max_backoff: std::time::Duration::from_millis(50),
+        };
+        let s3 = ravel_store::RetryStore::new(wrap(s3), policy);
         let inner: Arc<dyn object_store::ObjectStore> = if prefix.is_empty() {
             Arc::new(s3)
         } else {

@@ -1,0 +1,235 @@
+//! Retries at the object-store level, in the style of object_store's wrapper stores (one
+//! trait, behaviour by composition).
+//!
+//! object_store's HTTP clients already retry a request that fails in transport or with a 5xx
+//! (with backoff, within a time budget). What reaches the trait as `Error::Generic` is what
+//! those retries left, plus what no HTTP retry sees: a response body cut short mid-stream.
+//! [`RetryStore`] retries exactly that class again, a few times, for the requests this project
+//! makes, which are all safe to repeat:
+//!
+//! - puts are create-if-absent under content-addressed names, or compare-and-swap by ETag: a
+//!   repeat whose first attempt landed answers `AlreadyExists` / `Precondition`, which the
+//!   callers already read as "maybe mine" and check by reading back;
+//! - gets are read whole and their length checked against the range the server announced, so
+//!   a body that ends early is retried instead of handed on short;
+//! - listings are collected whole before they are returned, so a failure midway is retried
+//!   from the start instead of leaving a caller with half a listing.
+//!
+//! Everything else (`NotFound`, `AlreadyExists`, `Precondition`, `PermissionDenied`, ...) is
+//! an answer, not a fault, and passes through at once.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::stream::{BoxStream, StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
+    ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
+};
+
+/// How often and how patiently to retry.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included.
+    pub attempts: u32,
+    /// Wait before the second attempt; doubled for each further one.
+    pub first_backoff: Duration,
+    /// Longest wait between attempts.
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    /// Four attempts, 100 ms, 200 ms, 400 ms apart: on top of the HTTP client's own retries
+    /// this covers a short outage without stretching a failing load by minutes.
+    fn default() -> Self {
+        RetryPolicy {
+            attempts: 4,
+            first_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Whether an error is a fault worth repeating the request for.
+pub fn is_transient(e: &object_store::Error) -> bool {
+    matches!(
+        e,
+        object_store::Error::Generic { .. } | object_store::Error::JoinError { .. }
+    )
+}
+
+/// Wraps a store and retries transient failures (see the module documentation).
+#[derive(Debug)]
+pub struct RetryStore<T: ObjectStore> {
+    inner: Arc<T>,
+    policy: RetryPolicy,
+}
+
+impl<T: ObjectStore> RetryStore<T> {
+    pub fn new(inner: T, policy: RetryPolicy) -> Self {
+        RetryStore {
+            inner: Arc::new(inner),
+            policy,
+        }
+    }
+
+    async fn retry<R, F, Fut>(&self, what: &str, location: &str, op: F) -> Result<R>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<R>>,
+    {
+        retry(self.policy, what, location, op).await
+    }
+}
+
+async fn retry<R, F, Fut>(policy: RetryPolicy, what: &str, location: &str, mut op: F) -> Result<R>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<R>>,
+{
+    let mut wait = policy.first_backoff;
+    let mut attempt = 1;
+    loop {
+        match op().await {
+            Err(e) if is_transient(&e) && attempt < policy.attempts => {
+                tracing::warn!(%location, attempt, error = %e, "{what} failed; retrying");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(policy.max_backoff);
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+impl<T: ObjectStore> fmt::Display for RetryStore<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RetryStore({})", self.inner)
+    }
+}
+
+/// Reads a get's body whole; a body shorter or longer than its announced range is a fault.
+async fn read_whole(location: &Path, result: GetResult) -> Result<GetResult> {
+    let GetResult {
+        payload,
+        meta,
+        range,
+        attributes,
+    } = result;
+    let bytes = match payload {
+        // A local file is read by whoever takes it, with the file's own checks.
+        #[allow(unreachable_patterns)]
+        GetResultPayload::Stream(stream) => {
+            let chunks: Vec<bytes::Bytes> = stream.try_collect().await?;
+            let mut body = bytes::BytesMut::with_capacity(chunks.iter().map(|c| c.len()).sum());
+            for c in chunks {
+                body.extend_from_slice(&c);
+            }
+            body.freeze()
+        }
+        #[allow(unreachable_patterns)]
+        other => {
+            return Ok(GetResult {
+                payload: other,
+                meta,
+                range,
+                attributes,
+            });
+        }
+    };
+    let expected = range.end - range.start;
+    if bytes.len() as u64 != expected {
+        return Err(object_store::Error::Generic {
+            store: "RetryStore",
+            source: format!(
+                "body of {location} ended after {} of {expected} bytes",
+                bytes.len()
+            )
+            .into(),
+        });
+    }
+    Ok(GetResult {
+        payload: GetResultPayload::Stream(futures::stream::once(async move { Ok(bytes) }).boxed()),
+        meta,
+        range,
+        attributes,
+    })
+}
+
+#[async_trait]
+impl<T: ObjectStore> ObjectStore for RetryStore<T> {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        self.retry("put", location.as_ref(), || {
+            self.inner.put_opts(location, payload.clone(), opts.clone())
+        })
+        .await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        // Each part is retried by the client; a failed upload is started again by its caller.
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.retry("get", location.as_ref(), || async {
+            let result = self.inner.get_opts(location, options.clone()).await?;
+            if options.head {
+                return Ok(result);
+            }
+            read_whole(location, result).await
+        })
+        .await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        let prefix = prefix.cloned();
+        let shown = prefix.as_ref().map_or(String::new(), |p| p.to_string());
+        let (inner, policy) = (self.inner.clone(), self.policy);
+        let listing = async move {
+            retry(policy, "list", &shown, || {
+                inner.list(prefix.as_ref()).try_collect::<Vec<_>>()
+            })
+            .await
+        };
+        // The stream borrows nothing past this call: collect now, hand out the entries.
+        futures::stream::once(listing)
+            .map(|r| match r {
+                Ok(v) => futures::stream::iter(v.into_iter().map(Ok)).boxed(),
+                Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
+            })
+            .flatten()
+            .boxed()
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        let shown = prefix.map_or(String::new(), |p| p.to_string());
+        self.retry("list", &shown, || self.inner.list_with_delimiter(prefix))
+            .await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.retry("copy", from.as_ref(), || {
+            self.inner.copy_opts(from, to, options.clone())
+        })
+        .await
+    }
+}
