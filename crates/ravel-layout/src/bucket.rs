@@ -50,6 +50,44 @@ impl BucketWidth {
     }
 }
 
+/// Parses a duration written as `1d`, `6h`, `1h30m`, `15s`, `2w` or `0s` into seconds; the
+/// error says what is wrong with it.
+pub fn parse_seconds(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Err("empty; write a duration such as 1d, 6h, 30m or 15s".into());
+    }
+    if t.starts_with('-') {
+        return Err("a duration cannot be negative".into());
+    }
+    let mut total: u64 = 0;
+    let mut digits = String::new();
+    for c in t.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let Some(&(_, unit)) = UNITS.iter().find(|(u, _)| *u == c) else {
+            return Err(format!(
+                "unknown unit {c:?}; units are w, d, h, m, s (e.g. 1d, 6h, 1h30m)"
+            ));
+        };
+        if digits.is_empty() {
+            return Err(format!("unit {c:?} has no number before it"));
+        }
+        let n: u64 = digits.parse().map_err(|_| "number too large".to_string())?;
+        digits.clear();
+        total = n
+            .checked_mul(unit)
+            .and_then(|v| total.checked_add(v))
+            .ok_or_else(|| "too large".to_string())?;
+    }
+    if !digits.is_empty() {
+        return Err("a number needs a unit (w, d, h, m, s), e.g. 1d".into());
+    }
+    Ok(total)
+}
+
 impl FromStr for BucketWidth {
     type Err = LayoutError;
 
@@ -58,38 +96,10 @@ impl FromStr for BucketWidth {
             text: text.to_string(),
             reason: reason.to_string(),
         };
-        let t = text.trim();
-        if t.is_empty() {
-            return Err(bad("empty; write a duration such as 1d, 6h, 30m or 15s"));
-        }
-        if t.starts_with('-') {
+        if text.trim().starts_with('-') {
             return Err(bad("a bucket width must be positive"));
         }
-        let mut total: u64 = 0;
-        let mut digits = String::new();
-        for c in t.chars() {
-            if c.is_ascii_digit() {
-                digits.push(c);
-                continue;
-            }
-            let Some(&(_, unit)) = UNITS.iter().find(|(u, _)| *u == c) else {
-                return Err(bad(&format!(
-                    "unknown unit {c:?}; units are w, d, h, m, s (e.g. 1d, 6h, 1h30m)"
-                )));
-            };
-            if digits.is_empty() {
-                return Err(bad(&format!("unit {c:?} has no number before it")));
-            }
-            let n: u64 = digits.parse().map_err(|_| bad("number too large"))?;
-            digits.clear();
-            total = n
-                .checked_mul(unit)
-                .and_then(|v| total.checked_add(v))
-                .ok_or_else(|| bad("too large"))?;
-        }
-        if !digits.is_empty() {
-            return Err(bad("a number needs a unit (w, d, h, m, s), e.g. 1d"));
-        }
+        let total = parse_seconds(text).map_err(|r| bad(&r))?;
         BucketWidth::from_seconds(total).map_err(|e| match e {
             LayoutError::BadBucketWidth { reason, .. } => bad(&reason),
             other => other,

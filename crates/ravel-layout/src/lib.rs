@@ -8,7 +8,7 @@ mod error;
 mod order;
 mod service;
 
-pub use bucket::BucketWidth;
+pub use bucket::{BucketWidth, parse_seconds};
 pub use document::{
     Bloom, BloomScope, ClusteringKey, LAYOUT_FORMAT, Layout, is_orderable, is_text, is_time_type,
 };

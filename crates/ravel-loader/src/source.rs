@@ -13,8 +13,18 @@ use ravel_store::Store;
 
 use crate::{LoadError, LoadOptions, LoadReport, Loader};
 
-/// Rows per batch read from Parquet.
+/// Most rows per batch read from Parquet.
 pub const READ_BATCH_ROWS: usize = 65_536;
+
+/// Most decoded bytes per batch read from Parquet (also at most 1/16 of the load budget):
+/// rows of 1 MB strings come 64 to a batch, not 65,536 (64 GB, and past Binary's 2 GB offsets).
+pub const READ_BATCH_BYTES: u64 = 64 << 20;
+
+/// Rows per batch for a file whose widest row group holds `bytes_per_row` uncompressed bytes a
+/// row, so that a batch stays near `batch_bytes`.
+fn batch_rows(bytes_per_row: u64, batch_bytes: u64) -> usize {
+    (batch_bytes / bytes_per_row.max(1)).clamp(1, READ_BATCH_ROWS as u64) as usize
+}
 
 fn input_err(path: &Path, message: impl std::fmt::Display) -> LoadError {
     LoadError::Input {
@@ -29,11 +39,12 @@ fn input_err(path: &Path, message: impl std::fmt::Display) -> LoadError {
 /// decoding uses every core.
 fn read_parquet(
     paths: Vec<PathBuf>,
+    batch_bytes: u64,
     tx: tokio::sync::mpsc::Sender<Result<(RecordBatch, String), LoadError>>,
 ) {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     for path in paths {
-        if let Err(e) = read_parquet_file(&path, threads, &tx) {
+        if let Err(e) = read_parquet_file(&path, threads, batch_bytes, &tx) {
             let _ = tx.blocking_send(Err(e));
             return;
         }
@@ -46,6 +57,7 @@ fn read_parquet(
 fn read_parquet_file(
     path: &Path,
     threads: usize,
+    batch_bytes: u64,
     tx: &tokio::sync::mpsc::Sender<Result<(RecordBatch, String), LoadError>>,
 ) -> Result<(), LoadError> {
     use parquet::arrow::ProjectionMask;
@@ -62,6 +74,13 @@ fn read_parquet_file(
     let schema = builder.schema().clone();
     let meta = builder.metadata().clone();
     let descr = builder.parquet_schema();
+    let widest_row = meta
+        .row_groups()
+        .iter()
+        .map(|rg| (rg.total_byte_size().max(0) as u64).div_ceil(rg.num_rows().max(1) as u64))
+        .max()
+        .unwrap_or(1);
+    let rows_per_batch = batch_rows(widest_row, batch_bytes);
     // Compressed bytes of each top-level field, over all row groups.
     let mut weight = vec![0u64; schema.fields().len()];
     for rg in meta.row_groups() {
@@ -91,7 +110,7 @@ fn read_parquet_file(
             let mask = ProjectionMask::roots(builder.parquet_schema(), fields.iter().copied());
             let reader = builder
                 .with_projection(mask)
-                .with_batch_size(READ_BATCH_ROWS)
+                .with_batch_size(rows_per_batch)
                 .build()
                 .map_err(|e| input_err(path, e))?;
             scope.spawn(move || {
@@ -365,11 +384,15 @@ pub async fn load_files_with(
     bad: BadRows,
     mut progress: impl FnMut(u64, &Loader),
 ) -> Result<LoadReport, LoadError> {
+    let opts_budget = opts.load_budget;
     let mut loader = Loader::new(store, table, opts).await?;
     let (tx, mut rx) = tokio::sync::mpsc::channel(2);
     let paths = expand_inputs(paths)?;
     let reader = match format {
-        InputFormat::Parquet => tokio::task::spawn_blocking(move || read_parquet(paths, tx)),
+        InputFormat::Parquet => {
+            let batch_bytes = READ_BATCH_BYTES.min(opts_budget / 16).max(1);
+            tokio::task::spawn_blocking(move || read_parquet(paths, batch_bytes, tx))
+        }
         InputFormat::Tsv => {
             let schema = loader
                 .table_schema()
@@ -422,6 +445,14 @@ mod tests {
     use super::*;
     use arrow::array::AsArray;
     use arrow::datatypes::{DataType, Field, Schema};
+
+    #[test]
+    fn parquet_batches_are_sized_by_bytes() {
+        assert_eq!(batch_rows(1 << 20, READ_BATCH_BYTES), 64);
+        assert_eq!(batch_rows(700, READ_BATCH_BYTES), READ_BATCH_ROWS);
+        assert_eq!(batch_rows(u64::MAX, READ_BATCH_BYTES), 1);
+        assert_eq!(batch_rows(0, READ_BATCH_BYTES), READ_BATCH_ROWS);
+    }
 
     #[test]
     fn tsv_lines_longer_than_a_chunk_are_read_whole() {
