@@ -2,6 +2,7 @@
 //! explains their errors. Exit codes: 0 success, 1 failure, 2 bad input or usage.
 
 mod demo;
+mod gc_cmd;
 mod gen_cmd;
 mod layout_cmd;
 mod load_cmd;
@@ -37,6 +38,9 @@ enum Command {
     /// Check a stored table: objects, one row group each, key ranges, Bloom filters, orphans
     /// (`--deep`: clustering order of the rows); report sizes and overlap depth.
     Verify(verify_cmd::VerifyArgs),
+    /// Report the objects of a table that no manifest lists (left by failed or killed loads)
+    /// and delete those older than a retention; a referenced object is never deleted.
+    Gc(gc_cmd::GcArgs),
     /// Print the load geometry this machine's memory selects.
     Tier {
         /// Print JSON.
@@ -77,6 +81,7 @@ fn run(command: Command) -> Result<()> {
         Command::Layout(args) => layout_cmd::run(args),
         Command::Load(args) => load_cmd::run(args).map(|_| ()),
         Command::Verify(args) => verify_cmd::run(args),
+        Command::Gc(args) => gc_cmd::run(args),
         Command::Tier { json } => {
             let tier = ravel_tier::Tier::detect()?;
             if json {
@@ -115,6 +120,9 @@ fn exit_code(err: &anyhow::Error) -> u8 {
             return if e.is_invalid_input() { 2 } else { 1 };
         }
         if let Some(e) = cause.downcast_ref::<ravel_verify::VerifyError>() {
+            return if e.is_invalid_input() { 2 } else { 1 };
+        }
+        if let Some(e) = cause.downcast_ref::<ravel_gc::GcError>() {
             return if e.is_invalid_input() { 2 } else { 1 };
         }
         if cause.downcast_ref::<BadInput>().is_some() {

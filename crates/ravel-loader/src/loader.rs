@@ -572,21 +572,28 @@ async fn upload(
     let path = dir.clone().join(format!("{}.parquet", hash.to_hex()));
     let bytes = obj.bytes.len() as u64;
     tracing::debug!(key = %path, bytes, rows = obj.rows, "storing object");
-    match store
-        .put_opts(
-            &path,
-            PutPayload::from(obj.bytes),
-            PutOptions::from(PutMode::Create),
-        )
+    let payload = PutPayload::from(obj.bytes);
+    let stored = match store
+        .put_opts(&path, payload.clone(), PutOptions::from(PutMode::Create))
         .await
     {
-        Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => {}
-        Err(source) => {
-            return Err(LoadError::Store {
-                key: path.to_string(),
-                source,
-            });
+        // The object is there already (left by a load that failed or was killed, or stored by
+        // this put's first attempt): the same bytes under the same name. Writing it again
+        // restarts its age, so that `gc`, which deletes only old unreferenced objects, leaves
+        // it to the manifest this load is about to write.
+        Err(object_store::Error::AlreadyExists { .. }) => {
+            tracing::debug!(key = %path, "object exists; rewriting it to restart its age");
+            store
+                .put_opts(&path, payload, PutOptions::from(PutMode::Overwrite))
+                .await
         }
+        other => other,
+    };
+    if let Err(source) = stored {
+        return Err(LoadError::Store {
+            key: path.to_string(),
+            source,
+        });
     }
     Ok(ObjectEntry {
         key: path.to_string(),

@@ -1,0 +1,81 @@
+//! `ravel-load gc`: reports a table's unreferenced objects and deletes the old ones.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use ravel_gc::{GcOptions, GcReport, gc};
+use ravel_store::Store;
+
+use crate::BadInput;
+
+#[derive(Args)]
+pub struct GcArgs {
+    /// Store URL: a local directory, file://…, or s3://bucket/prefix.
+    #[arg(long)]
+    pub store: String,
+    /// Table name.
+    #[arg(long)]
+    pub table: String,
+    /// Delete unreferenced objects last written longer ago than this (e.g. 24h, 7d, 0s). Keep
+    /// it longer than the longest load: a running load's objects are unreferenced until its
+    /// manifest is written.
+    #[arg(long, default_value = "24h")]
+    pub older_than: String,
+    /// Report only; delete nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: GcArgs) -> Result<()> {
+    let secs = ravel_layout::parse_seconds(&args.older_than)
+        .map_err(|e| BadInput(format!("--older-than {:?}: {e}", args.older_than)))?;
+    let store = Store::open(&args.store)?;
+    let opts = GcOptions {
+        older_than: Duration::from_secs(secs),
+        dry_run: args.dry_run,
+    };
+    let report = crate::runtime()?
+        .block_on(gc(&store, &args.table, &opts))
+        .with_context(|| format!("collecting table {:?} in {}", args.table, args.store))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_report(&report, &args.older_than);
+    }
+    Ok(())
+}
+
+fn print_report(r: &GcReport, older_than: &str) {
+    let bytes: u64 = r.unreferenced.iter().map(|u| u.bytes).sum();
+    println!(
+        "table {}: {} manifest(s), {} object(s), {} referenced, {} unreferenced ({} bytes)",
+        r.table,
+        r.manifests,
+        r.objects,
+        r.referenced,
+        r.unreferenced.len(),
+        bytes
+    );
+    for u in &r.unreferenced {
+        let what = if u.deleted {
+            "deleted"
+        } else if r.dry_run && u.age_s >= r.older_than_s {
+            "would delete"
+        } else if u.age_s < r.older_than_s {
+            "kept: younger than the retention"
+        } else {
+            "kept"
+        };
+        println!("  {} {} bytes, {} s old: {what}", u.key, u.bytes, u.age_s);
+    }
+    println!(
+        "{} deleted ({} bytes); retention {older_than}{}",
+        r.deleted,
+        r.deleted_bytes,
+        if r.dry_run { "; dry run" } else { "" }
+    );
+}
