@@ -1,0 +1,403 @@
+//! Crash and resume, and loaders running side by side, against a real S3 server (s3s-fs,
+//! in-process): `ravel-load load` processes killed with SIGKILL while reading, while uploading,
+//! and between their last object and their manifest; the same command run again leaves the
+//! table with exactly the input's rows, once. Objects of a killed run are reused by the rerun
+//! (content-addressed names) or reported by `gc`. Concurrent loads of different inputs into one
+//! table all become visible, every row once, no manifest overwriting another.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use ravel_testkit::S3Server;
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+fn cmd(server: &S3Server, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ravel-load"));
+    c.args(args).env_remove("RAVEL_STORE");
+    for (k, v) in server.env() {
+        c.env(k, v);
+    }
+    c
+}
+
+fn ok(server: &S3Server, args: &[&str]) -> String {
+    let out = cmd(server, args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn generate(dir: &Path, name: &str, rows: u64, seed: u64) -> PathBuf {
+    let path = dir.join(name);
+    let out = Command::new(env!("CARGO_BIN_EXE_ravel-load"))
+        .args([
+            "gen",
+            "--rows",
+            &rows.to_string(),
+            "--seed",
+            &seed.to_string(),
+        ])
+        .arg("--out")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path
+}
+
+/// A store on the server with the hits table's schema and layout set.
+fn hits_table(server: &S3Server, prefix: &str) -> String {
+    let url = server.url(prefix);
+    let layout = |rest: &[&str]| {
+        let mut args = vec!["layout", "--store", url.as_str(), "--table", "hits"];
+        args.extend_from_slice(rest);
+        ok(server, &args);
+    };
+    layout(&["schema", "set", "--hits"]);
+    layout(&[
+        "clustering-key",
+        "set",
+        "--column",
+        "EventDate",
+        "--column",
+        "UserID",
+        "--bucket-width",
+        "1d",
+    ]);
+    layout(&["bloom-scope", "set", "--scope", "text"]);
+    url
+}
+
+/// The load command of these tests: small objects, a small budget, so that a load of 60k rows
+/// makes several runs of several objects.
+fn load_args<'a>(url: &'a str, input: &'a str) -> Vec<&'a str> {
+    vec![
+        "load",
+        "--store",
+        url,
+        "--table",
+        "hits",
+        "--input",
+        input,
+        "--object-bytes",
+        "700000",
+        "--target-bytes",
+        "6000000",
+        "--load-budget",
+        "60000000",
+        "--pipeline-depth",
+        "2",
+        "--zstd-level",
+        "1",
+        "--json",
+    ]
+}
+
+/// Manifests of the table as (key, rows, object keys), and every object under data/.
+struct Table {
+    manifests: Vec<(String, u64, Vec<String>)>,
+    objects: Vec<String>,
+}
+
+fn table(server: &S3Server, prefix: &str) -> Table {
+    let root = server.root().join(&server.bucket).join(prefix).join("hits");
+    let list = |dir: &str| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = match std::fs::read_dir(root.join(dir)) {
+            Ok(rd) => rd.map(|e| e.unwrap().path()).collect(),
+            Err(_) => Vec::new(),
+        };
+        // s3s-fs keeps its own metadata and upload files next to objects: only ours count.
+        v.retain(|p| p.extension().is_some_and(|e| e == "json" || e == "parquet"));
+        v.sort();
+        v
+    };
+    let manifests = list("manifests")
+        .into_iter()
+        .map(|p| {
+            let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+            let objects: Vec<String> = m["objects"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| o["key"].as_str().unwrap().to_string())
+                .collect();
+            let rows = m["objects"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| o["rows"].as_u64().unwrap())
+                .sum();
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                rows,
+                objects,
+            )
+        })
+        .collect();
+    let objects = list("data")
+        .into_iter()
+        .map(|p| format!("hits/data/{}", p.file_name().unwrap().to_string_lossy()))
+        .collect();
+    Table { manifests, objects }
+}
+
+/// Kills a load with SIGKILL; it must still have been running (not ended on its own).
+fn kill(mut child: Child) -> Output {
+    use std::os::unix::process::ExitStatusExt;
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the load already ended"
+    );
+    child.kill().unwrap(); // SIGKILL
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.signal(),
+        Some(9),
+        "killed, not ended: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The rerun of the killed command: it succeeds, the table holds `rows` rows in one manifest,
+/// deep verification passes, and the killed run's objects were reused or are reported by gc
+/// (which then deletes them and leaves the table whole).
+fn rerun_and_check(server: &S3Server, prefix: &str, args: &[&str], rows: u64, left: &[String]) {
+    let report: serde_json::Value = serde_json::from_str(&ok(server, args)).unwrap();
+    assert_eq!(report["rows"], rows);
+    let t = table(server, prefix);
+    assert_eq!(t.manifests.len(), 1, "one load published");
+    assert_eq!(t.manifests[0].1, rows, "every row once");
+    let url = server.url(prefix);
+    ok(
+        server,
+        &["verify", "--store", &url, "--table", "hits", "--deep"],
+    );
+    let referenced = &t.manifests[0].2;
+    let gc: serde_json::Value = serde_json::from_str(&ok(
+        server,
+        &[
+            "gc",
+            "--store",
+            &url,
+            "--table",
+            "hits",
+            "--dry-run",
+            "--json",
+        ],
+    ))
+    .unwrap();
+    let unreferenced: Vec<&str> = gc["unreferenced"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["key"].as_str().unwrap())
+        .collect();
+    for key in left {
+        assert!(
+            referenced.contains(key) || unreferenced.contains(&key.as_str()),
+            "{key} of the killed run is neither reused nor reported by gc"
+        );
+    }
+    // What gc reports is exactly what no manifest lists.
+    let expected: Vec<&String> = t
+        .objects
+        .iter()
+        .filter(|k| !referenced.contains(k))
+        .collect();
+    assert_eq!(
+        unreferenced.len(),
+        expected.len(),
+        "{unreferenced:?} vs {expected:?}"
+    );
+    ok(
+        server,
+        &[
+            "gc",
+            "--store",
+            &url,
+            "--table",
+            "hits",
+            "--older-than",
+            "0s",
+        ],
+    );
+    let after = table(server, prefix);
+    assert_eq!(after.objects.len(), referenced.len());
+    ok(
+        server,
+        &["verify", "--store", &url, "--table", "hits", "--deep"],
+    );
+}
+
+#[test]
+fn killed_while_uploading_then_rerun_loads_every_row_once() {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let input = generate(dir.path(), "in.parquet", 60_000, 21);
+    let url = hits_table(&server, "up");
+    let args = load_args(&url, input.to_str().unwrap());
+    // The server takes three objects, then hangs on the fourth.
+    let stall = server.stall(http::Method::PUT, "/up/hits/data/", 3);
+    let child = cmd(&server, &args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(stall.wait(TIMEOUT), "the load reached its fourth upload");
+    kill(child);
+    server.clear_stalls();
+    let left = table(&server, "up");
+    assert!(
+        left.manifests.is_empty(),
+        "nothing published by the killed run"
+    );
+    assert_eq!(left.objects.len(), 3, "{:?}", left.objects);
+    rerun_and_check(&server, "up", &args, 60_000, &left.objects);
+    // Content-addressed names: the rerun encoded the same objects and reused them.
+    let t = table(&server, "up");
+    for key in &left.objects {
+        assert!(t.manifests[0].2.contains(key), "{key} reused");
+    }
+}
+
+#[test]
+fn killed_between_the_last_object_and_the_manifest_then_rerun_loads_every_row_once() {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let input = generate(dir.path(), "in.parquet", 60_000, 22);
+    let url = hits_table(&server, "mf");
+    let args = load_args(&url, input.to_str().unwrap());
+    let stall = server.stall(http::Method::PUT, "/mf/hits/manifests/", 0);
+    let child = cmd(&server, &args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(stall.wait(TIMEOUT), "the load reached its manifest");
+    kill(child);
+    server.clear_stalls();
+    let left = table(&server, "mf");
+    assert!(left.manifests.is_empty());
+    assert!(left.objects.len() >= 4, "{:?}", left.objects);
+    rerun_and_check(&server, "mf", &args, 60_000, &left.objects);
+    let t = table(&server, "mf");
+    assert_eq!(
+        t.manifests[0].2.len(),
+        left.objects.len(),
+        "every object reused"
+    );
+}
+
+#[test]
+fn killed_while_reading_then_rerun_loads_every_row_once() {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let tsv = std::fs::read(generate(dir.path(), "in.tsv", 60_000, 23)).unwrap();
+    let url = hits_table(&server, "rd");
+    // The input is a named pipe: the load reads what the test writes, and waits for more.
+    let fifo = dir.path().join("pipe.tsv");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let args = load_args(&url, fifo.to_str().unwrap());
+    // The writer keeps the pipe open until told to close it: no end of input before the kill.
+    let feed = |bytes: Vec<u8>| {
+        let fifo = fifo.clone();
+        let (written_tx, written_rx) = std::sync::mpsc::channel::<()>();
+        let (close_tx, close_rx) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let mut w = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+            // The reader may be killed mid-write: a broken pipe is expected then.
+            let _ = w.write_all(&bytes);
+            let _ = written_tx.send(());
+            let _ = close_rx.recv();
+        });
+        (thread, written_rx, close_tx)
+    };
+    let child = cmd(&server, &args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Half the input, cut mid-line; write_all returns once the load has taken most of it.
+    let (writer, written, close) = feed(tsv[..tsv.len() / 2].to_vec());
+    written.recv_timeout(TIMEOUT).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    kill(child);
+    drop(close);
+    writer.join().unwrap();
+    let left = table(&server, "rd");
+    assert!(
+        left.manifests.is_empty(),
+        "nothing published by the killed run"
+    );
+
+    let (writer, _written, close) = feed(tsv);
+    drop(close); // the whole input, then the end of it
+    rerun_and_check(&server, "rd", &args, 60_000, &left.objects);
+    writer.join().unwrap();
+}
+
+#[test]
+fn concurrent_loaders_of_different_inputs_all_become_visible() {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let url = hits_table(&server, "cc");
+    let inputs: Vec<PathBuf> = (0..3)
+        .map(|i| generate(dir.path(), &format!("part-{i}.parquet"), 30_000, 40 + i))
+        .collect();
+    // Three loaders at once, as three machines each with a share of the files would run.
+    let children: Vec<Child> = inputs
+        .iter()
+        .map(|input| {
+            cmd(&server, &load_args(&url, input.to_str().unwrap()))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut load_ids = Vec::new();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report["rows"], 30_000);
+        load_ids.push(report["load_id"].as_str().unwrap().to_string());
+    }
+    let t = table(&server, "cc");
+    assert_eq!(t.manifests.len(), 3, "no manifest overwrote another");
+    for id in &load_ids {
+        assert!(
+            t.manifests
+                .iter()
+                .any(|(k, _, _)| k == &format!("{id}.json"))
+        );
+    }
+    let rows: u64 = t.manifests.iter().map(|m| m.1).sum();
+    assert_eq!(rows, 90_000);
+    let report: serde_json::Value = serde_json::from_str(&ok(
+        &server,
+        &[
+            "verify", "--store", &url, "--table", "hits", "--deep", "--json",
+        ],
+    ))
+    .unwrap();
+    assert_eq!(report["rows"], 90_000);
+    assert_eq!(report["manifests"], 3);
+}
