@@ -95,6 +95,12 @@ impl LayoutError {
                 | LayoutError::Json { .. }
                 | LayoutError::UnsupportedFormat { .. }
                 | LayoutError::Arrow(_)
+                | LayoutError::Table(
+                    ravel_store::StoreError::NoConditionalCreate { .. }
+                        | ravel_store::StoreError::Probe { .. }
+                        | ravel_store::StoreError::Open { .. }
+                        | ravel_store::StoreError::CreateDir { .. }
+                )
         )
     }
 }

@@ -33,6 +33,7 @@ pub struct Updated {
 #[derive(Debug, Clone)]
 pub struct LayoutStore {
     store: Arc<dyn ObjectStore>,
+    handle: Store,
     table: TablePaths,
 }
 
@@ -40,6 +41,7 @@ impl LayoutStore {
     pub fn new(store: &Store, table: &str) -> Result<LayoutStore, LayoutError> {
         Ok(LayoutStore {
             store: store.object_store().clone(),
+            handle: store.clone(),
             table: TablePaths::new(table)?,
         })
     }
@@ -176,6 +178,11 @@ impl LayoutStore {
                 changed: false,
             });
         }
+        // Generations are created if absent: without that condition two concurrent changes
+        // could both win unnoticed.
+        self.handle
+            .require_conditional_create("changing a table's layout")
+            .await?;
         next.generation = base.generation + 1;
         let path = self.table.layout_doc(next.generation);
         let json = serde_json::to_vec_pretty(&next).expect("a layout serializes");

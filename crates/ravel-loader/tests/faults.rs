@@ -202,3 +202,70 @@ async fn a_permanent_fault_fails_the_load_names_the_key_and_publishes_nothing() 
     assert!(!err.is_invalid_input());
     assert!(manifests(&clean).await.is_empty(), "nothing published");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_without_conditional_create_is_detected_once_loads_proceed_layout_changes_are_refused()
+ {
+    let server = S3Server::start();
+    let clean = server.store("w");
+    set_hits_layout(&clean).await;
+    assert!(clean.capabilities().await.unwrap().conditional_create);
+    // The record of the probe is what later commands read: remove it so that the next handle
+    // probes the server without conditions.
+    let record = Path::from("_ravel/capabilities.json");
+    clean.object_store().delete(&record).await.unwrap();
+    let store = server.store_with("w", |s3| {
+        Arc::new(FaultStore::new(s3).ignore_put_conditions())
+    });
+
+    let (schema, batches) = generate(GenOptions {
+        rows: 20_000,
+        seed: 8,
+        batch_rows: 5_000,
+        ..GenOptions::default()
+    });
+    let report = load(&store, &batches).await.unwrap();
+    assert_eq!(report.rows, 20_000);
+    let recorded: ravel_store::Capabilities = serde_json::from_slice(
+        &clean
+            .object_store()
+            .get(&record)
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(!recorded.conditional_create);
+    let published = manifests(&clean).await;
+    assert_eq!(published.len(), 1);
+    let input = concat_batches(&schema, &batches).unwrap();
+    assert_eq!(
+        by_watch_id(&table_rows(&clean, &published[0]).await),
+        by_watch_id(&input)
+    );
+
+    // A layout change is refused, saying why, and writes nothing.
+    let err = LayoutStore::new(&store, "hits")
+        .unwrap()
+        .update(|l| {
+            l.bloom.fpp = 0.05;
+            Ok(())
+        })
+        .await
+        .unwrap_err();
+    let chain = error_chain(&err);
+    assert!(
+        chain.contains("does not support conditional create"),
+        "{chain}"
+    );
+    assert!(!err.is_invalid_input());
+    let layouts: Vec<_> = clean
+        .object_store()
+        .list(Some(&Path::from("hits/_layout")))
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(layouts.len(), 1, "still generation 1 only");
+}

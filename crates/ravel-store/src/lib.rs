@@ -14,8 +14,10 @@
 //! <table>/manifests/<load-id>.json    one manifest per load
 //! ```
 
+mod capability;
 mod retry;
 
+pub use capability::Capabilities;
 pub use retry::{RetryPolicy, RetryStore, is_transient};
 
 use std::fmt;
@@ -47,6 +49,16 @@ pub enum StoreError {
         #[source]
         source: object_store::Error,
     },
+    #[error("probing what the server of store {url} supports")]
+    Probe {
+        url: String,
+        #[source]
+        source: object_store::Error,
+    },
+    #[error(
+        "store {url} does not support conditional create (its server ignores If-None-Match), which {what} needs to be safe against concurrent writers; loads still work there, since their keys are unique (see the README's Stores section)"
+    )]
+    NoConditionalCreate { url: String, what: String },
     #[error(
         "table name {0:?} is not allowed: use 1-128 characters of A-Z a-z 0-9 _ - and do not start with _ or -"
     )]
@@ -116,6 +128,7 @@ impl fmt::Display for StoreLocation {
 pub struct Store {
     location: String,
     inner: Arc<dyn ObjectStore>,
+    capabilities: Arc<tokio::sync::OnceCell<Capabilities>>,
 }
 
 impl fmt::Debug for Store {
@@ -188,6 +201,28 @@ impl Store {
         Store {
             location: location.into(),
             inner,
+            capabilities: Arc::default(),
+        }
+    }
+
+    /// What the store's server supports: read from the store's record, or probed once and
+    /// recorded (see the `capability` module). Cached for this handle's life.
+    pub async fn capabilities(&self) -> Result<Capabilities, StoreError> {
+        self.capabilities
+            .get_or_try_init(|| capability::detect(self.inner.as_ref(), &self.location))
+            .await
+            .copied()
+    }
+
+    /// Fails, naming `what`, when the store lacks conditional create.
+    pub async fn require_conditional_create(&self, what: &str) -> Result<(), StoreError> {
+        if self.capabilities().await?.conditional_create {
+            Ok(())
+        } else {
+            Err(StoreError::NoConditionalCreate {
+                url: self.location.clone(),
+                what: what.to_string(),
+            })
         }
     }
 
@@ -329,5 +364,34 @@ mod tests {
             .await
             .unwrap();
         assert!(root.join("t/x").is_file());
+    }
+
+    #[tokio::test]
+    async fn capabilities_are_probed_once_and_read_from_the_record_afterwards() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = dir.path().to_str().unwrap();
+        let store = Store::create(url).unwrap();
+        let caps = store.capabilities().await.unwrap();
+        assert!(caps.conditional_create, "a local directory has it");
+        let record = dir.path().join("_ravel/capabilities.json");
+        assert!(record.is_file());
+        // No probe key is left behind.
+        let left: Vec<_> = std::fs::read_dir(dir.path().join("_ravel")).unwrap().collect();
+        assert_eq!(left.len(), 1);
+        // A later handle reads the record instead of probing: a record saying "no" is believed.
+        let no = Capabilities {
+            conditional_create: false,
+            ..caps
+        };
+        std::fs::write(&record, serde_json::to_vec(&no).unwrap()).unwrap();
+        let later = Store::open(url).unwrap();
+        assert_eq!(later.capabilities().await.unwrap(), no);
+        let err = later
+            .require_conditional_create("changing a table's layout")
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("changing a table's layout"), "{err}");
+        // The first handle keeps what it learned.
+        assert!(store.capabilities().await.unwrap().conditional_create);
     }
 }

@@ -10,6 +10,7 @@
 //!   ([`FaultStore::transient`]);
 //! - fail a fraction of requests with a permanent error ([`FaultStore::permanent`]);
 //! - delay every request ([`FaultStore::latency`]);
+//! - ignore put conditions, overwriting ([`FaultStore::ignore_put_conditions`]);
 //! - cut a fraction of get bodies short, as a connection closed mid-body does
 //!   ([`FaultStore::truncate_gets`]).
 //!
@@ -57,6 +58,7 @@ pub struct FaultStore<T: ObjectStore> {
     permanent: f64,
     truncate: f64,
     latency: Duration,
+    ignore_conditions: bool,
     puts: AtomicUsize,
     draws: AtomicU64,
     seed: u64,
@@ -82,6 +84,7 @@ impl<T: ObjectStore> FaultStore<T> {
             permanent: 0.0,
             truncate: 0.0,
             latency: Duration::ZERO,
+            ignore_conditions: false,
             puts: AtomicUsize::new(0),
             draws: AtomicU64::new(0),
             seed: 0x5EED,
@@ -131,6 +134,13 @@ impl<T: ObjectStore> FaultStore<T> {
     /// A `fraction` of get bodies end after half their bytes, without an error.
     pub fn truncate_gets(mut self, fraction: f64) -> Self {
         self.truncate = fraction;
+        self
+    }
+
+    /// Puts ignore their condition (create-if-absent, ETag match) and overwrite, as an
+    /// S3-compatible server without conditional requests does.
+    pub fn ignore_put_conditions(mut self) -> Self {
+        self.ignore_conditions = true;
         self
     }
 
@@ -257,8 +267,11 @@ impl<T: ObjectStore> ObjectStore for FaultStore<T> {
         &self,
         location: &Path,
         payload: PutPayload,
-        opts: PutOptions,
+        mut opts: PutOptions,
     ) -> Result<PutResult> {
+        if self.ignore_conditions {
+            opts.mode = object_store::PutMode::Overwrite;
+        }
         if location.as_ref().starts_with(&self.prefix) {
             let n = self.puts.fetch_add(1, Ordering::SeqCst) + 1;
             if self.fail_from_put.is_some_and(|from| n >= from) {
