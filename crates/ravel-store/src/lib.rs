@@ -12,7 +12,10 @@
 //! <table>/_schema.json                the table's recorded Arrow schema (once)
 //! <table>/data/<hash>.parquet         objects
 //! <table>/manifests/<load-id>.json    one manifest per load
+//! _ravel/capabilities.json            what the server supports (see `Store::capabilities`)
 //! ```
+//!
+//! S3 stores retry transient faults ([`RetryStore`]) on top of the HTTP client's own retries.
 
 mod capability;
 mod retry;
@@ -376,7 +379,9 @@ mod tests {
         let record = dir.path().join("_ravel/capabilities.json");
         assert!(record.is_file());
         // No probe key is left behind.
-        let left: Vec<_> = std::fs::read_dir(dir.path().join("_ravel")).unwrap().collect();
+        let left: Vec<_> = std::fs::read_dir(dir.path().join("_ravel"))
+            .unwrap()
+            .collect();
         assert_eq!(left.len(), 1);
         // A later handle reads the record instead of probing: a record saying "no" is believed.
         let no = Capabilities {
@@ -390,7 +395,10 @@ mod tests {
             .require_conditional_create("changing a table's layout")
             .await
             .unwrap_err();
-        assert!(err.to_string().contains("changing a table's layout"), "{err}");
+        assert!(
+            err.to_string().contains("changing a table's layout"),
+            "{err}"
+        );
         // The first handle keeps what it learned.
         assert!(store.capabilities().await.unwrap().conditional_create);
     }
