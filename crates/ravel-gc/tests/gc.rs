@@ -18,6 +18,7 @@ fn entry(key: &str) -> ObjectEntry {
         run: 0,
         first_key: None,
         last_key: None,
+        ranges: Default::default(),
     }
 }
 

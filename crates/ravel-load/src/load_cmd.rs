@@ -219,6 +219,15 @@ pub fn run(args: LoadArgs) -> Result<LoadReport> {
 }
 
 fn print_summary(r: &LoadReport, wall: f64) {
+    if r.already_published {
+        println!(
+            "these {} rows are published already, in the same {} objects, by load {}: nothing published",
+            r.rows,
+            r.objects.len(),
+            r.load_id
+        );
+        return;
+    }
     let mut sizes: Vec<u64> = r.objects.iter().map(|o| o.bytes).collect();
     sizes.sort_unstable();
     let pct = |p: f64| {

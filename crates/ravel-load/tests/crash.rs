@@ -298,6 +298,18 @@ fn killed_between_the_last_object_and_the_manifest_then_rerun_loads_every_row_on
         left.objects.len(),
         "every object reused"
     );
+
+    // Killed after the manifest landed (before the command could say so): the same command
+    // again recognizes the published load and publishes nothing.
+    let again: serde_json::Value = serde_json::from_str(&ok(&server, &args)).unwrap();
+    assert_eq!(again["already_published"], true);
+    let after = table(&server, "mf");
+    assert_eq!(after.manifests.len(), 1, "not published twice");
+    assert_eq!(after.manifests[0].1, 60_000);
+    assert_eq!(
+        again["load_id"].as_str().map(|id| format!("{id}.json")),
+        Some(after.manifests[0].0.clone())
+    );
 }
 
 #[test]

@@ -44,6 +44,15 @@ pub enum LoadError {
         source: object_store::Error,
     },
 
+    #[error(
+        "writing the manifest {key} failed ({write}) and reading it back failed too ({read}): the load may or may not be published; run the same command again (it recognizes a published identical load) or check with verify"
+    )]
+    CommitUnknown {
+        key: String,
+        write: object_store::Error,
+        read: object_store::Error,
+    },
+
     #[error("an earlier push of this load failed; the load cannot be published")]
     Poisoned,
 

@@ -40,6 +40,9 @@ pub struct StageTimes {
 pub struct LoadReport {
     pub table: String,
     pub load_id: String,
+    /// The load found an identical load published already (a rerun after the first run's
+    /// manifest landed) and published nothing; `load_id` names the published one.
+    pub already_published: bool,
     pub layout: Layout,
     pub options: LoadOptions,
     pub flush_trigger_bytes: u64,
@@ -73,6 +76,9 @@ pub struct Loader {
     peak_budget_bytes: u64,
     /// Stored / estimated object size, learned across runs (see `cut_run`).
     calibration: Option<f64>,
+    /// Objects that were stored already when this load wrote them (a rerun of a load that was
+    /// killed or failed finds its objects there).
+    reused: usize,
     /// Set by a failed push: such a load can only fail, never publish.
     poisoned: bool,
     started: Instant,
@@ -117,6 +123,7 @@ impl Loader {
             stages: StageTimes::default(),
             peak_budget_bytes: 0,
             calibration: None,
+            reused: 0,
             poisoned: false,
             started: Instant::now(),
         })
@@ -298,6 +305,13 @@ impl Loader {
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Encoded>(1);
         // Sort and encode on a blocking thread (rayon inside); objects stream to the uploads.
         let calibration = self.calibration;
+        // The manifest carries each object's range of the layout's columns.
+        let range_columns: Vec<usize> = self
+            .layout
+            .sort_columns()
+            .iter()
+            .filter_map(|(_, name)| schema.index_of(name).ok())
+            .collect();
         let worker =
             tokio::task::spawn_blocking(move || -> Result<(f64, f64, Option<f64>), LoadError> {
                 let t = Instant::now();
@@ -317,6 +331,7 @@ impl Loader {
                 let calibration = cut_run(
                     &run,
                     order.as_ref(),
+                    &range_columns,
                     &props,
                     object_bytes,
                     calibration,
@@ -336,7 +351,7 @@ impl Loader {
 
         let mut uploads: JoinSet<Uploaded> = JoinSet::new();
         let mut failure: Option<LoadError> = None;
-        let mut stored: Vec<(usize, ObjectEntry)> = Vec::new();
+        let mut stored: Vec<(usize, ObjectEntry, bool)> = Vec::new();
         let mut seq = 0usize;
         while let Some(obj) = rx.recv().await {
             // Encoded bytes stay charged until their upload completes; waiting here for the
@@ -377,7 +392,7 @@ impl Loader {
                 let t = Instant::now();
                 let entry = upload(&store, &dir, obj, run_no).await;
                 drop(permit);
-                entry.map(|e| (position, e, t.elapsed().as_secs_f64()))
+                entry.map(|(e, reused)| (position, e, t.elapsed().as_secs_f64(), reused))
             });
         }
         drop(rx);
@@ -389,8 +404,9 @@ impl Loader {
             message: format!("failed: {e}"),
         })?;
         // In run order: the objects of a run follow each other in key order.
-        stored.sort_by_key(|(position, _)| *position);
-        self.objects.extend(stored.into_iter().map(|(_, e)| e));
+        stored.sort_by_key(|(position, _, _)| *position);
+        self.reused += stored.iter().filter(|(_, _, reused)| *reused).count();
+        self.objects.extend(stored.into_iter().map(|(_, e, _)| e));
         match (worked, failure) {
             // An upload's failure is the cause; the worker then only saw the pipeline close.
             (_, Some(e)) | (Err(e), None) => Err(e),
@@ -469,47 +485,66 @@ impl Loader {
             schema,
             objects: self.objects.clone(),
         };
+        // A rerun of a load that was published and then killed (or whose manifest write
+        // failed after landing) finds every object stored already: if a published load lists
+        // exactly these objects under this layout, this load is that one, and publishing it
+        // again would double its rows.
+        if self.reused == self.objects.len() {
+            if let Some(published) = self.find_published(&manifest).await? {
+                tracing::info!(load_id = %published.load_id, "an identical load is published already; nothing to publish");
+                self.stages.commit_s += t.elapsed().as_secs_f64();
+                return Ok(self.report(published.load_id, true));
+            }
+        }
         let path = self.table.manifests_dir().join(format!("{load_id}.json"));
         let json = serde_json::to_vec_pretty(&manifest).expect("a manifest serializes");
         let store_err = |source| LoadError::Store {
             key: path.to_string(),
             source,
         };
-        match self
+        let put = self
             .store
             .put_opts(
                 &path,
                 PutPayload::from(json.clone()),
                 PutOptions::from(PutMode::Create),
             )
-            .await
-        {
+            .await;
+        match put {
             Ok(_) => {}
             // A retried request whose first attempt was stored (the response was lost) finds
             // its own manifest: that is success. Anything else under this name is not ours.
-            Err(object_store::Error::AlreadyExists { source, path: p }) => {
-                let there = self
-                    .store
-                    .get(&path)
-                    .await
-                    .map_err(store_err)?
-                    .bytes()
-                    .await
-                    .map_err(store_err)?;
-                if there.as_ref() != json.as_slice() {
-                    return Err(store_err(object_store::Error::AlreadyExists {
-                        path: p,
-                        source,
-                    }));
+            // After any other failure the write may still have landed: read it back.
+            Err(e) => {
+                let there = match self.store.get(&path).await {
+                    Ok(got) => Some(got.bytes().await),
+                    Err(object_store::Error::NotFound { .. }) => None,
+                    Err(read) => Some(Err(read)),
+                };
+                match there {
+                    Some(Ok(bytes)) if bytes.as_ref() == json.as_slice() => {}
+                    None => return Err(store_err(e)),
+                    Some(Ok(_)) => return Err(store_err(e)),
+                    Some(Err(read)) => {
+                        return Err(LoadError::CommitUnknown {
+                            key: path.to_string(),
+                            write: e,
+                            read,
+                        });
+                    }
                 }
             }
-            Err(e) => return Err(store_err(e)),
         }
         self.stages.commit_s += t.elapsed().as_secs_f64();
         tracing::info!(manifest = %path, objects = self.objects.len(), rows = self.rows, "load committed");
-        Ok(LoadReport {
+        Ok(self.report(load_id, false))
+    }
+
+    fn report(&self, load_id: String, already_published: bool) -> LoadReport {
+        LoadReport {
             table: self.table.name().to_string(),
             load_id,
+            already_published,
             layout: self.layout.clone(),
             options: self.opts.clone(),
             flush_trigger_bytes: self.opts.flush_trigger(),
@@ -520,7 +555,26 @@ impl Loader {
             stages: self.stages.clone(),
             peak_budget_bytes: self.peak_budget_bytes,
             wall_s: self.started.elapsed().as_secs_f64(),
-        })
+        }
+    }
+
+    /// A published manifest that lists exactly `manifest`'s objects under its layout.
+    async fn find_published(&self, manifest: &Manifest) -> Result<Option<Manifest>, LoadError> {
+        let published = ravel_manifest::read_manifests(self.store.as_ref(), &self.table)
+            .await
+            .map_err(|e| LoadError::Internal {
+                task: "reading the table's manifests".into(),
+                message: e.to_string(),
+            })?;
+        let same = |m: &Manifest| {
+            m.layout_generation == manifest.layout_generation
+                && m.objects.len() == manifest.objects.len()
+                && m.objects
+                    .iter()
+                    .zip(&manifest.objects)
+                    .all(|(a, b)| a.key == b.key)
+        };
+        Ok(published.into_iter().map(|(_, m)| m).find(same))
     }
 }
 
@@ -551,19 +605,20 @@ fn gather_consuming(
     Ok(RecordBatch::try_new(schema.clone(), sorted)?)
 }
 
-/// An upload's outcome: the object's position in its run, its entry, seconds spent.
-type Uploaded = Result<(usize, ObjectEntry, f64), LoadError>;
+/// An upload's outcome: the object's position in its run, its entry, seconds spent, and
+/// whether the object was stored already.
+type Uploaded = Result<(usize, ObjectEntry, f64, bool), LoadError>;
 
 fn collect(
     joined: Option<Result<Uploaded, tokio::task::JoinError>>,
-    stored: &mut Vec<(usize, ObjectEntry)>,
+    stored: &mut Vec<(usize, ObjectEntry, bool)>,
     failure: &mut Option<LoadError>,
     stages: &mut StageTimes,
 ) {
     match joined {
-        Some(Ok(Ok((position, entry, secs)))) => {
+        Some(Ok(Ok((position, entry, secs, reused)))) => {
             stages.upload_s += secs;
-            stored.push((position, entry));
+            stored.push((position, entry, reused));
         }
         Some(Ok(Err(e))) => {
             failure.get_or_insert(e);
@@ -574,17 +629,19 @@ fn collect(
 }
 
 /// Stores an object under its content hash, create-if-absent: a repeated upload is harmless.
+/// Returns the entry and whether the object was there already.
 async fn upload(
     store: &Arc<dyn ObjectStore>,
     dir: &Path,
     obj: Encoded,
     run: u64,
-) -> Result<ObjectEntry, LoadError> {
+) -> Result<(ObjectEntry, bool), LoadError> {
     let hash = blake3::hash(&obj.bytes);
     let path = dir.clone().join(format!("{}.parquet", hash.to_hex()));
     let bytes = obj.bytes.len() as u64;
     tracing::debug!(key = %path, bytes, rows = obj.rows, "storing object");
     let payload = PutPayload::from(obj.bytes);
+    let mut reused = false;
     let stored = match store
         .put_opts(&path, payload.clone(), PutOptions::from(PutMode::Create))
         .await
@@ -595,6 +652,7 @@ async fn upload(
         // it to the manifest this load is about to write.
         Err(object_store::Error::AlreadyExists { .. }) => {
             tracing::debug!(key = %path, "object exists; rewriting it to restart its age");
+            reused = true;
             store
                 .put_opts(&path, payload, PutOptions::from(PutMode::Overwrite))
                 .await
@@ -607,14 +665,16 @@ async fn upload(
             source,
         });
     }
-    Ok(ObjectEntry {
+    let entry = ObjectEntry {
         key: path.to_string(),
         rows: obj.rows as u64,
         bytes,
         run,
         first_key: obj.first_key,
         last_key: obj.last_key,
-    })
+        ranges: obj.ranges,
+    };
+    Ok((entry, reused))
 }
 
 fn check_same(table: &SchemaRef, batch: &SchemaRef, input: &str) -> Result<(), LoadError> {

@@ -27,6 +27,7 @@ pub(crate) struct Encoded {
     pub rows: usize,
     pub first_key: Option<Vec<Value>>,
     pub last_key: Option<Vec<Value>>,
+    pub ranges: std::collections::BTreeMap<String, ravel_manifest::ValueRange>,
 }
 
 /// Rows of the run encoded both ways to decide whether a column's dictionary pays.
@@ -235,6 +236,7 @@ fn key_at(run: &Run, key_cols: &[Vec<ArrayRef>], i: usize) -> Vec<Value> {
 pub(crate) fn cut_run(
     run: &Run,
     order: Option<&ClusteringOrder>,
+    range_columns: &[usize],
     props: &WriterProperties,
     object_bytes: u64,
     calibration: Option<f64>,
@@ -325,11 +327,18 @@ pub(crate) fn cut_run(
                 continue; // encode this object again with the calibrated threshold
             }
         }
+        let mut ranges = std::collections::BTreeMap::new();
+        for &c in range_columns {
+            if let Some(r) = ravel_manifest::value_range(&run.window(c, start, end - start))? {
+                ranges.insert(schema.field(c).name().clone(), r);
+            }
+        }
         emit(Encoded {
             bytes: bytes::Bytes::from(bytes),
             rows: end - start,
             first_key,
             last_key,
+            ranges,
         })?;
         start = end;
     }

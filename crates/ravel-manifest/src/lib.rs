@@ -3,6 +3,7 @@
 //! (JSON values) and their order, so that writers and readers agree on both.
 
 use std::cmp::Ordering;
+use std::collections::BTreeMap;
 
 use arrow::array::{Array, AsArray};
 use futures::TryStreamExt;
@@ -42,6 +43,45 @@ pub struct ObjectEntry {
     /// Sort key of the first and last row, values in `sort_key` order.
     pub first_key: Option<Vec<Value>>,
     pub last_key: Option<Vec<Value>>,
+    /// Smallest and largest non-null value of the layout's columns (stream, key columns,
+    /// time) in this object, encoded as sort keys are: what a reader needs to skip the object
+    /// without opening it. A column whose values are all null has no entry.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ranges: BTreeMap<String, ValueRange>,
+}
+
+/// The smallest and largest non-null value of a column, encoded by [`key_value`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ValueRange {
+    pub min: Value,
+    pub max: Value,
+}
+
+/// The range of the non-null values of `arrays` (one column in pieces), if any.
+pub fn value_range(
+    arrays: &[arrow::array::ArrayRef],
+) -> Result<Option<ValueRange>, arrow::error::ArrowError> {
+    use arrow::compute::{SortOptions, concat, sort_to_indices};
+    let refs: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
+    if refs.is_empty() {
+        return Ok(None);
+    }
+    let all = concat(&refs)?;
+    if all.null_count() == all.len() {
+        return Ok(None);
+    }
+    let pick = |descending| -> Result<Value, arrow::error::ArrowError> {
+        let opts = SortOptions {
+            descending,
+            nulls_first: false,
+        };
+        let i = sort_to_indices(&all, Some(opts), Some(1))?;
+        Ok(key_value(all.as_ref(), i.value(0) as usize))
+    };
+    Ok(Some(ValueRange {
+        min: pick(false)?,
+        max: pick(true)?,
+    }))
 }
 
 /// A sort key value as JSON: integers and temporal values as numbers (in the column's own

@@ -15,9 +15,11 @@
 //! - loads proceed, with a warning: objects are named by their content hash (an overwrite
 //!   writes the same bytes) and manifests by a load id unique to the load (commit time, the
 //!   hash of its objects, the process id), so no two loads write the same key;
-//! - layout and schema changes are refused: without the condition two concurrent changes could
-//!   both win unnoticed. Change the layout on a store that has it, or against the server's
-//!   own locking.
+//! - layout changes are refused: without the condition two concurrent changes could both win
+//!   unnoticed;
+//! - the table's schema is still recorded by the first load (or `schema set`), but two first
+//!   loads with different schemas at once could both record theirs, the last write winning;
+//!   each manifest keeps its load's schema, and readers refuse a table whose loads disagree.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

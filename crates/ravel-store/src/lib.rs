@@ -68,6 +68,24 @@ pub enum StoreError {
     BadTableName(String),
 }
 
+/// `url` with anything between the scheme and an `@` (credentials someone typed into it)
+/// replaced by `***`, so an error never repeats a secret.
+fn redacted(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((s, r)) => (Some(s), r),
+        None => (None, url),
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let shown = match rest[..authority_end].rfind('@') {
+        Some(at) => format!("***{}", &rest[at..]),
+        None => rest.to_string(),
+    };
+    match scheme {
+        Some(s) => format!("{s}://{shown}"),
+        None => shown,
+    }
+}
+
 /// Where a store is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreLocation {
@@ -81,7 +99,7 @@ impl StoreLocation {
     /// Parses a store URL: `s3://bucket[/prefix]`, `file:///path`, or a plain path.
     pub fn parse(url: &str) -> Result<StoreLocation, StoreError> {
         let bad = |message: &str| StoreError::BadUrl {
-            url: url.to_string(),
+            url: redacted(url),
             message: message.to_string(),
         };
         if url.is_empty() {
@@ -329,9 +347,17 @@ mod tests {
             let err = StoreLocation::parse(bad).unwrap_err();
             assert!(matches!(err, StoreError::BadUrl { .. }), "{bad}");
         }
-        // A URL carrying a secret is refused without repeating it as a credential field.
-        let err = StoreLocation::parse("s3://key:secret@bucket/p").unwrap_err();
-        assert!(err.to_string().contains("environment"), "{err}");
+        // A URL carrying a secret is refused without repeating it.
+        let err = StoreLocation::parse("s3://AKIAXX:SuperSecret123@bucket/p").unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("environment"), "{msg}");
+        assert!(
+            !msg.contains("SuperSecret123") && !msg.contains("AKIAXX"),
+            "{msg}"
+        );
+        assert!(msg.contains("s3://***@bucket/p"), "{msg}");
+        let err = StoreLocation::parse("gs://user:pw@b/p").unwrap_err();
+        assert!(!err.to_string().contains("pw"), "{err}");
     }
 
     #[test]

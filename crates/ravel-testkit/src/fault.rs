@@ -52,6 +52,7 @@ struct Counters {
 pub struct FaultStore<T: ObjectStore> {
     inner: Arc<T>,
     prefix: String,
+    put_prefix: String,
     fail_from_put: Option<usize>,
     lose_responses: bool,
     transient: f64,
@@ -78,6 +79,7 @@ impl<T: ObjectStore> FaultStore<T> {
         FaultStore {
             inner: Arc::new(inner),
             prefix: String::new(),
+            put_prefix: String::new(),
             fail_from_put: None,
             lose_responses: false,
             transient: 0.0,
@@ -107,7 +109,7 @@ impl<T: ObjectStore> FaultStore<T> {
     /// Puts under `prefix` fail permanently from the `n`th (1-based) on.
     pub fn fail_puts_from(mut self, n: usize, prefix: &str) -> Self {
         self.fail_from_put = Some(n);
-        self.prefix = prefix.to_string();
+        self.put_prefix = prefix.to_string();
         self
     }
 
@@ -115,7 +117,7 @@ impl<T: ObjectStore> FaultStore<T> {
     /// does, and the caller sees the second answer (`AlreadyExists` for a create).
     pub fn lose_put_responses(mut self, prefix: &str) -> Self {
         self.lose_responses = true;
-        self.prefix = prefix.to_string();
+        self.put_prefix = prefix.to_string();
         self
     }
 
@@ -150,7 +152,7 @@ impl<T: ObjectStore> FaultStore<T> {
         self
     }
 
-    /// Puts seen under the prefix.
+    /// Puts seen under the put prefix (of `fail_puts_from` / `lose_put_responses`).
     pub fn puts(&self) -> usize {
         self.puts.load(Ordering::SeqCst)
     }
@@ -272,7 +274,7 @@ impl<T: ObjectStore> ObjectStore for FaultStore<T> {
         if self.ignore_conditions {
             opts.mode = object_store::PutMode::Overwrite;
         }
-        if location.as_ref().starts_with(&self.prefix) {
+        if location.as_ref().starts_with(&self.put_prefix) {
             let n = self.puts.fetch_add(1, Ordering::SeqCst) + 1;
             if self.fail_from_put.is_some_and(|from| n >= from) {
                 return Err(object_store::Error::PermissionDenied {

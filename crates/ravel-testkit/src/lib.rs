@@ -246,10 +246,12 @@ impl S3Server {
             .with_conditional_put(S3ConditionalPut::ETagMatch)
             .build()
             .expect("S3 client");
+        // More attempts than production's 4, at shorter waits: the fault tests inject faults
+        // at rates far above any real network's, and must not fail by chance.
         let policy = ravel_store::RetryPolicy {
-            attempts: 6,
-            first_backoff: std::time::Duration::from_millis(5),
-            max_backoff: std::time::Duration::from_millis(50),
+            attempts: 12,
+            first_backoff: std::time::Duration::from_millis(2),
+            max_backoff: std::time::Duration::from_millis(20),
         };
         let s3 = ravel_store::RetryStore::new(wrap(s3), policy);
         let inner: Arc<dyn object_store::ObjectStore> = if prefix.is_empty() {
