@@ -1,11 +1,13 @@
 //! `ravel-load`: the command line of ravel-load. Thin: it parses, calls the libraries and
 //! explains their errors. Exit codes: 0 success, 1 failure, 2 bad input or usage.
 
+mod bench_queries_cmd;
 mod demo;
 mod gc_cmd;
 mod gen_cmd;
 mod layout_cmd;
 mod load_cmd;
+mod query_cmd;
 mod verify_cmd;
 
 use std::process::ExitCode;
@@ -38,6 +40,11 @@ enum Command {
     /// Check a stored table: objects, one row group each, key ranges, Bloom filters, orphans
     /// (`--deep`: clustering order of the rows); report sizes and overlap depth.
     Verify(verify_cmd::VerifyArgs),
+    /// Run one SQL statement (DataFusion) against a table; `--stats` prints its store traffic.
+    Query(query_cmd::QueryArgs),
+    /// Run each statement of a file against a table cold and then hot, with rows, times, and
+    /// the cold run's store traffic.
+    BenchQueries(bench_queries_cmd::BenchQueriesArgs),
     /// Report the objects of a table that no manifest lists (left by failed or killed loads)
     /// and delete those older than a retention; a referenced object is never deleted.
     Gc(gc_cmd::GcArgs),
@@ -82,6 +89,8 @@ fn run(command: Command) -> Result<()> {
         Command::Load(args) => load_cmd::run(args).map(|_| ()),
         Command::Verify(args) => verify_cmd::run(args),
         Command::Gc(args) => gc_cmd::run(args),
+        Command::Query(args) => query_cmd::run(args),
+        Command::BenchQueries(args) => bench_queries_cmd::run(args),
         Command::Tier { json } => {
             let tier = ravel_tier::Tier::detect()?;
             if json {
@@ -120,6 +129,9 @@ fn exit_code(err: &anyhow::Error) -> u8 {
             return if e.is_invalid_input() { 2 } else { 1 };
         }
         if let Some(e) = cause.downcast_ref::<ravel_verify::VerifyError>() {
+            return if e.is_invalid_input() { 2 } else { 1 };
+        }
+        if let Some(e) = cause.downcast_ref::<ravel_query::QueryError>() {
             return if e.is_invalid_input() { 2 } else { 1 };
         }
         if let Some(e) = cause.downcast_ref::<ravel_gc::GcError>() {

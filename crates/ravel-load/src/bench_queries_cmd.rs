@@ -1,0 +1,103 @@
+//! `ravel-load bench-queries`: each statement of a file cold and hot, with its store traffic.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use ravel_query::{QueryOptions, StatementRun, bench_statements, statements};
+
+use crate::BadInput;
+
+#[derive(Args)]
+pub struct BenchQueriesArgs {
+    /// Store URL: a local directory, file://…, or s3://bucket/prefix.
+    #[arg(long, env = "RAVEL_STORE", default_value = "./ravel-store")]
+    pub store: String,
+    /// Table name.
+    #[arg(long)]
+    pub table: String,
+    /// Statements, one per line (e.g. ../shared/clickbench/queries.sql).
+    #[arg(long)]
+    pub queries: PathBuf,
+    /// The name statements use for the table (e.g. `hits` for a table loaded under another
+    /// name).
+    #[arg(long = "as")]
+    pub sql_name: Option<String>,
+    /// Do not skip objects by the manifest's ranges (to compare).
+    #[arg(long)]
+    pub no_manifest_pruning: bool,
+    /// Print the results as JSON (an array, one element per statement).
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: BenchQueriesArgs) -> Result<()> {
+    let text = std::fs::read_to_string(&args.queries)
+        .map_err(|e| BadInput(format!("--queries {}: {e}", args.queries.display())))?;
+    let list = statements(&text);
+    if list.is_empty() {
+        return Err(BadInput(format!(
+            "--queries {}: no statements",
+            args.queries.display()
+        ))
+        .into());
+    }
+    let opts = QueryOptions {
+        manifest_pruning: !args.no_manifest_pruning,
+        sql_name: args.sql_name.clone(),
+        target_partitions: None,
+    };
+    if !args.json {
+        println!(
+            "{:>3} {:>8} {:>9} {:>9} {:>6} {:>12} {:>9}  error",
+            "q", "rows", "cold s", "hot s", "GETs", "bytes", "objects"
+        );
+    }
+    let json = args.json;
+    let runs = crate::runtime()?
+        .block_on(bench_statements(
+            &args.store,
+            &args.table,
+            &list,
+            &opts,
+            |r| {
+                if !json {
+                    print_row(r);
+                }
+            },
+        ))
+        .with_context(|| format!("benchmarking table {:?} in {}", args.table, args.store))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&runs)?);
+    } else {
+        let sum = |f: fn(&StatementRun) -> Option<f64>| runs.iter().filter_map(f).sum::<f64>();
+        println!(
+            "total: cold {:.3} s, hot {:.3} s, {} GETs, {} bytes; {} of {} statements failed",
+            sum(|r| r.cold_s),
+            sum(|r| r.hot_s),
+            sum(|r| r.cold_gets.map(|g| g as f64)),
+            sum(|r| r.cold_bytes.map(|b| b as f64)),
+            runs.iter().filter(|r| r.error.is_some()).count(),
+            runs.len()
+        );
+    }
+    Ok(())
+}
+
+fn print_row(r: &StatementRun) {
+    let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    println!(
+        "{:>3} {:>8} {:>9} {:>9} {:>6} {:>12} {:>9}  {}",
+        r.number,
+        opt(r.rows.map(|v| v.to_string())),
+        opt(r.cold_s.map(|v| format!("{v:.3}"))),
+        opt(r.hot_s.map(|v| format!("{v:.3}"))),
+        opt(r.cold_gets.map(|v| v.to_string())),
+        opt(r.cold_bytes.map(|v| v.to_string())),
+        opt(r
+            .objects_touched
+            .zip(r.objects_total)
+            .map(|(a, b)| format!("{a}/{b}"))),
+        r.error.as_deref().unwrap_or("")
+    );
+}

@@ -1,0 +1,161 @@
+//! Store traffic, counted by a wrapper store (one trait, behaviour by composition, like
+//! object_store's `ThrottledStore`): every request that reaches the real store passes through
+//! it, so the counts are what a cold read from S3 costs.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
+};
+use serde::Serialize;
+
+/// Requests and bytes seen so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Traffic {
+    /// GET requests (ranged or whole).
+    pub gets: u64,
+    /// HEAD requests.
+    pub heads: u64,
+    /// LIST requests.
+    pub lists: u64,
+    /// Bytes the GETs returned.
+    pub bytes: u64,
+    /// Distinct objects read.
+    pub objects: usize,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    gets: u64,
+    heads: u64,
+    lists: u64,
+    bytes: u64,
+    touched: HashSet<String>,
+}
+
+/// Reads and resets the counts of a [`TrafficStore`].
+#[derive(Debug, Clone, Default)]
+pub struct TrafficCounter(Arc<Mutex<Counts>>);
+
+impl TrafficCounter {
+    /// The counts so far.
+    pub fn get(&self) -> Traffic {
+        let c = self.0.lock().expect("traffic lock");
+        Traffic {
+            gets: c.gets,
+            heads: c.heads,
+            lists: c.lists,
+            bytes: c.bytes,
+            objects: c.touched.len(),
+        }
+    }
+
+    /// The objects read so far.
+    pub fn touched(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .0
+            .lock()
+            .expect("traffic lock")
+            .touched
+            .iter()
+            .cloned()
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Starts counting from zero.
+    pub fn reset(&self) {
+        *self.0.lock().expect("traffic lock") = Counts::default();
+    }
+}
+
+/// Wraps a store and counts the requests that pass.
+#[derive(Debug)]
+pub struct TrafficStore<T: ObjectStore> {
+    inner: T,
+    counter: TrafficCounter,
+}
+
+impl<T: ObjectStore> TrafficStore<T> {
+    pub fn new(inner: T) -> Self {
+        TrafficStore {
+            inner,
+            counter: TrafficCounter::default(),
+        }
+    }
+
+    /// A handle on the counts, usable after the store is moved.
+    pub fn counter(&self) -> TrafficCounter {
+        self.counter.clone()
+    }
+}
+
+impl<T: ObjectStore> fmt::Display for TrafficStore<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TrafficStore({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl<T: ObjectStore> ObjectStore for TrafficStore<T> {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        let head = options.head;
+        let result = self.inner.get_opts(location, options).await;
+        let mut c = self.counter.0.lock().expect("traffic lock");
+        if head {
+            c.heads += 1;
+        } else {
+            c.gets += 1;
+            c.touched.insert(location.to_string());
+            if let Ok(r) = &result {
+                c.bytes += r.range.end - r.range.start;
+            }
+        }
+        result
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.counter.0.lock().expect("traffic lock").lists += 1;
+        self.inner.list(prefix)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.counter.0.lock().expect("traffic lock").lists += 1;
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}

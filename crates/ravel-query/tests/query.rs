@@ -1,0 +1,192 @@
+//! The query path against a loaded table: the same answers as DataFusion reading the same
+//! objects directly, the same answers with and without manifest pruning, and exact traffic
+//! counts on a statement that must touch one object.
+
+use std::time::Duration;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use ravel_hits::{GenOptions, generate};
+use ravel_layout::{Layout, LayoutStore};
+use ravel_loader::{LoadOptions, LoadReport, Loader};
+use ravel_query::{QueryOptions, QueryTable};
+use ravel_store::Store;
+
+async fn load_hits(store: &Store, rows: u64, run_bytes: u64) -> LoadReport {
+    LayoutStore::new(store, "hits")
+        .unwrap()
+        .update(|l| {
+            *l = Layout {
+                generation: l.generation,
+                ..Layout::hits()
+            };
+            Ok(())
+        })
+        .await
+        .unwrap();
+    let (_, batches) = generate(GenOptions {
+        rows,
+        seed: 17,
+        batch_rows: 10_000,
+        ..GenOptions::default()
+    });
+    let opts = LoadOptions {
+        object_bytes: 1_000_000,
+        // Several objects a run, each its own slice of the counters.
+        target_bytes: Some(run_bytes),
+        pipeline_depth: 4,
+        load_budget: 400_000_000,
+        max_flush_delay: Duration::from_secs(3600),
+        zstd_level: 1,
+    };
+    let mut loader = Loader::new(store, "hits", opts).await.unwrap();
+    for b in batches {
+        loader.push(b).await.unwrap();
+    }
+    loader.finish().await.unwrap()
+}
+
+/// Rows as sorted text lines: answers compared without regard to row order.
+fn lines(batches: &[RecordBatch]) -> Vec<String> {
+    let shown = pretty_format_batches(batches).unwrap().to_string();
+    let mut v: Vec<String> = shown
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .skip(1) // the header
+        .map(str::to_string)
+        .collect();
+    v.sort();
+    v
+}
+
+const STATEMENTS: [&str; 6] = [
+    "SELECT COUNT(*) FROM hits",
+    "SELECT \"RegionID\", COUNT(DISTINCT \"UserID\") AS u FROM hits GROUP BY \"RegionID\" ORDER BY u DESC, \"RegionID\" LIMIT 10",
+    "SELECT \"URL\", COUNT(*) AS c FROM hits WHERE \"CounterID\" = 62 AND \"EventDate\" >= '2013-07-01' AND \"EventDate\" <= '2013-07-31' AND \"IsRefresh\" = 0 GROUP BY \"URL\" ORDER BY c DESC, \"URL\" LIMIT 10",
+    "SELECT COUNT(*) FROM hits WHERE \"URL\" LIKE '%google%'",
+    "SELECT \"EventDate\", COUNT(*) FROM hits WHERE \"CounterID\" BETWEEN 100 AND 2000 GROUP BY \"EventDate\"",
+    "SELECT MIN(\"EventTime\"), MAX(\"UserID\"), SUM(\"ResolutionWidth\") FROM hits WHERE \"CounterID\" IN (62, 1000, 5000) AND \"EventDate\" < '2013-07-10'",
+];
+
+#[tokio::test(flavor = "multi_thread")]
+async fn answers_match_datafusion_reading_the_objects_directly() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().to_str().unwrap()).unwrap();
+    // Runs of ~100 MB: two for 200k rows.
+    let report = load_hits(&store, 200_000, 100_000_000).await;
+    assert!(report.objects.len() >= 8, "{}", report.objects.len());
+
+    let table = QueryTable::open(&store, "hits", &QueryOptions::default())
+        .await
+        .unwrap();
+    let unpruned = QueryTable::open(
+        &store,
+        "hits",
+        &QueryOptions {
+            manifest_pruning: false,
+            ..QueryOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    // DataFusion on its own, over the objects' directory, as ClickBench's entry sets it up.
+    let direct = SessionContext::new_with_config(SessionConfig::new());
+    direct
+        .sql(&format!(
+            "CREATE EXTERNAL TABLE hits_raw STORED AS PARQUET LOCATION '{}/hits/data/' OPTIONS ('binary_as_string' 'true')",
+            dir.path().display()
+        ))
+        .await
+        .unwrap();
+    direct
+        .sql("CREATE VIEW hits AS SELECT * EXCEPT (\"EventDate\"), CAST(CAST(\"EventDate\" AS INTEGER) AS DATE) AS \"EventDate\" FROM hits_raw")
+        .await
+        .unwrap();
+
+    for sql in STATEMENTS {
+        let ours = table.sql(sql).await.unwrap();
+        let theirs = direct.sql(sql).await.unwrap().collect().await.unwrap();
+        assert_eq!(lines(&ours.batches), lines(&theirs), "{sql}");
+        assert!(ours.rows > 0, "{sql}");
+        let all = unpruned.sql(sql).await.unwrap();
+        assert_eq!(
+            lines(&all.batches),
+            lines(&theirs),
+            "{sql} without manifest pruning"
+        );
+        assert!(ours.scan.kept <= all.scan.kept, "{sql}");
+    }
+    // The CounterID = 62 statement reads a fraction of the objects.
+    let q = table.sql(STATEMENTS[2]).await.unwrap();
+    assert!(
+        q.scan.kept < report.objects.len() / 2,
+        "kept {} of {}",
+        q.scan.kept,
+        report.objects.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn traffic_is_counted_exactly_on_a_statement_that_touches_one_object() {
+    let server = ravel_testkit::S3Server::start();
+    let store = server.store("w");
+    // One run: objects do not overlap.
+    let report = load_hits(&store, 120_000, 350_000_000).await;
+    let n = report.objects.len();
+    assert!(n >= 4, "{n}");
+    // A counter whose rows all lie in one object: its range there is [v, v] and no other
+    // object's range holds v.
+    let range = |o: &ravel_manifest::ObjectEntry| {
+        let r = &o.ranges["CounterID"];
+        (r.min.as_i64().unwrap(), r.max.as_i64().unwrap())
+    };
+    let (target, v) = report
+        .objects
+        .iter()
+        .enumerate()
+        .flat_map(|(i, o)| {
+            let (lo, hi) = range(o);
+            [(i, lo), (i, hi)]
+        })
+        .find(|&(i, v)| {
+            report.objects.iter().enumerate().all(|(j, o)| {
+                let (lo, hi) = range(o);
+                j == i || v < lo || v > hi
+            })
+        })
+        .expect("a counter inside one object");
+    let sql = format!("SELECT COUNT(*) FROM hits WHERE \"CounterID\" = {v}");
+
+    let table = QueryTable::open(&store, "hits", &QueryOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(table.opened().manifests, 1);
+    assert_eq!(table.opened().traffic.gets, 1, "one manifest, one GET");
+    let a = table.sql(&sql).await.unwrap();
+    assert_eq!(a.scan.kept, 1);
+    assert_eq!(a.traffic.objects, 1, "{:?}", a.traffic);
+    assert!(a.traffic.gets >= 1 && a.traffic.bytes > 0);
+    assert!(a.traffic.bytes <= report.objects[target].bytes);
+    assert_eq!(
+        (a.traffic.heads, a.traffic.lists),
+        (0, 0),
+        "sizes come from the manifest"
+    );
+
+    // Without the manifest's ranges every object's footer is read.
+    let all = QueryTable::open(
+        &store,
+        "hits",
+        &QueryOptions {
+            manifest_pruning: false,
+            ..QueryOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let b = all.sql(&sql).await.unwrap();
+    assert_eq!(b.traffic.objects, n, "{:?}", b.traffic);
+    assert!(b.traffic.gets >= n as u64);
+    assert_eq!(lines(&a.batches), lines(&b.batches));
+}
