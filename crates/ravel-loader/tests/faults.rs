@@ -35,17 +35,7 @@ fn by_watch_id(b: &RecordBatch) -> RecordBatch {
 }
 
 async fn set_hits_layout(store: &Store) {
-    LayoutStore::new(store, "hits")
-        .unwrap()
-        .update(|l| {
-            *l = Layout {
-                generation: l.generation,
-                ..Layout::hits()
-            };
-            Ok(())
-        })
-        .await
-        .unwrap();
+    ravel_testkit::set_layout(store, "hits", &Layout::hits()).await;
 }
 
 async fn load(

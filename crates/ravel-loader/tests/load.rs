@@ -10,7 +10,7 @@ use object_store::ObjectStoreExt;
 use object_store::path::Path;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use ravel_hits::{Convention, GenOptions, generate};
-use ravel_layout::{ClusteringOrder, Layout, LayoutStore, is_text};
+use ravel_layout::{ClusteringOrder, Layout, is_text};
 use ravel_loader::{LoadOptions, Loader, Manifest};
 use ravel_store::Store;
 
@@ -53,17 +53,7 @@ async fn load_and_check(store: Store) {
         convention: Convention::default(),
         batch_rows: 10_000,
     });
-    let layouts = LayoutStore::new(&store, "hits").unwrap();
-    layouts
-        .update(|l| {
-            *l = Layout {
-                generation: l.generation,
-                ..Layout::hits()
-            };
-            Ok(())
-        })
-        .await
-        .unwrap();
+    ravel_testkit::set_layout(&store, "hits", &Layout::hits()).await;
 
     let object_bytes = 4_000_000;
     let mut loader = Loader::new(&store, "hits", options(object_bytes))
@@ -307,17 +297,7 @@ async fn tsv_and_both_parquet_conventions_load_the_same_rows() {
         ("typed", &typed, ravel_loader::InputFormat::Parquet),
         ("tsv", &tsv, ravel_loader::InputFormat::Tsv),
     ] {
-        LayoutStore::new(&store, table)
-            .unwrap()
-            .update(|l| {
-                *l = Layout {
-                    generation: l.generation,
-                    ..Layout::hits()
-                };
-                Ok(())
-            })
-            .await
-            .unwrap();
+        ravel_testkit::set_layout(&store, table, &Layout::hits()).await;
         let report = ravel_loader::load_files(
             &store,
             table,

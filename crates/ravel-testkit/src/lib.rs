@@ -22,6 +22,22 @@ use s3s::auth::SimpleAuth;
 use s3s::service::S3ServiceBuilder;
 use tokio::net::TcpListener;
 
+/// Sets `table`'s layout settings to `layout`'s (the next generation), as `ravel-load layout`
+/// would; panics on failure (a test fixture).
+pub async fn set_layout(store: &Store, table: &str, layout: &ravel_layout::Layout) {
+    ravel_layout::LayoutStore::new(store, table)
+        .expect("table name")
+        .update(|l| {
+            *l = ravel_layout::Layout {
+                generation: l.generation,
+                ..layout.clone()
+            };
+            Ok(())
+        })
+        .await
+        .expect("layout update");
+}
+
 /// A random number from the standard library's per-process hash keys.
 fn random_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher};

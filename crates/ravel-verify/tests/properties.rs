@@ -22,7 +22,7 @@ use object_store::ObjectStoreExt;
 use object_store::path::Path;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use proptest::prelude::*;
-use ravel_layout::{ClusteringOrder, LayoutStore};
+use ravel_layout::ClusteringOrder;
 use ravel_loader::{LoadOptions, Loader};
 use ravel_store::Store;
 use ravel_testkit::arbitrary::{Case, build, case, cases, split};
@@ -51,17 +51,7 @@ async fn check(c: Case) -> Result<(u64, usize), TestCaseError> {
     let (layout, input) = table(&c);
     let dir = tempfile::tempdir().unwrap();
     let store = Store::create(dir.path().to_str().unwrap()).unwrap();
-    LayoutStore::new(&store, "t")
-        .unwrap()
-        .update(|l| {
-            *l = ravel_layout::Layout {
-                generation: l.generation,
-                ..layout.clone()
-            };
-            Ok(())
-        })
-        .await
-        .unwrap();
+    ravel_testkit::set_layout(&store, "t", &layout).await;
     // Small objects and runs, so that a case of a few hundred rows spans several of each.
     let opts = LoadOptions {
         object_bytes: 1_500,
