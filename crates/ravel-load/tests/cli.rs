@@ -681,7 +681,7 @@ fn load_tsv_and_parquet_and_refuse_bad_tsv_with_exit_2() {
         std::fs::read_dir(store.join("hits/manifests"))
             .unwrap()
             .count(),
-        2,
+        1,
         "no manifest"
     );
     let err = fails(
