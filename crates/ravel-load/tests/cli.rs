@@ -1,7 +1,5 @@
 //! The `ravel-load` binary end to end: gen, layout, tier, demo, and exit codes.
 
-use std::path::Path;
-use std::process::{Command, Output};
 use std::sync::Arc;
 
 use arrow::array::{
@@ -11,36 +9,8 @@ use arrow::datatypes::{DataType, Field, Int32Type, Schema, TimeUnit};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ravel-load"))
-        .args(args)
-        .env_remove("RAVEL_STORE")
-        .output()
-        .expect("ravel-load runs")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = run(args);
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// Runs a command expected to fail with `code`, returns its stderr.
-fn fails(code: i32, args: &[&str]) -> String {
-    let out = run(args);
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
-    err
-}
-
-fn p(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
+mod common;
+use common::{fails, ok, p, run};
 
 #[test]
 fn gen_parquet_is_deterministic_and_raw() {
@@ -551,8 +521,7 @@ fn layout_on_s3_with_settings_from_the_environment_and_no_secret_shown() {
     let server = ravel_testkit::S3Server::start();
     let url = server.url("warehouse");
     let with_env = |args: &[&str], env: &[(&str, String)]| {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_ravel-load"));
-        c.args(args).env_remove("RAVEL_STORE");
+        let mut c = common::command(args);
         for (k, v) in env {
             c.env(k, v);
         }

@@ -14,45 +14,30 @@ use ravel_testkit::S3Server;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
+mod common;
+
 fn cmd(server: &S3Server, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_ravel-load"));
-    c.args(args).env_remove("RAVEL_STORE");
-    for (k, v) in server.env() {
-        c.env(k, v);
-    }
+    let mut c = common::command(args);
+    c.envs(server.env());
     c
 }
 
 fn ok(server: &S3Server, args: &[&str]) -> String {
-    let out = cmd(server, args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    common::succeeds(cmd(server, args)).0
 }
 
 fn generate(dir: &Path, name: &str, rows: u64, seed: u64) -> PathBuf {
     let path = dir.join(name);
-    let out = Command::new(env!("CARGO_BIN_EXE_ravel-load"))
-        .args([
-            "gen",
-            "--rows",
-            &rows.to_string(),
-            "--seed",
-            &seed.to_string(),
-        ])
-        .arg("--out")
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (rows, seed) = (rows.to_string(), seed.to_string());
+    common::ok(&[
+        "gen",
+        "--rows",
+        &rows,
+        "--seed",
+        &seed,
+        "--out",
+        common::p(&path),
+    ]);
     path
 }
 

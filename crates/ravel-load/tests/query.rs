@@ -1,31 +1,10 @@
 //! `ravel-load query` and `ravel-load bench-queries` on a loaded local table.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ravel-load"))
-        .args(args)
-        .env_remove("RAVEL_STORE")
-        .output()
-        .unwrap()
-}
+mod common;
+use common::{command, p, run, succeeds};
 
 fn ok(args: &[&str]) -> (String, String) {
-    let out = run(args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
-
-fn p(path: &Path) -> &str {
-    path.to_str().unwrap()
+    succeeds(command(args))
 }
 
 #[test]

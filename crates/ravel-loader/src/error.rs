@@ -49,8 +49,8 @@ pub enum LoadError {
     )]
     CommitUnknown {
         key: String,
-        write: object_store::Error,
-        read: object_store::Error,
+        write: Box<object_store::Error>,
+        read: Box<object_store::Error>,
     },
 
     #[error("an earlier push of this load failed; the load cannot be published")]

@@ -489,12 +489,12 @@ impl Loader {
         // failed after landing) finds every object stored already: if a published load lists
         // exactly these objects under this layout, this load is that one, and publishing it
         // again would double its rows.
-        if self.reused == self.objects.len() {
-            if let Some(published) = self.find_published(&manifest).await? {
-                tracing::info!(load_id = %published.load_id, "an identical load is published already; nothing to publish");
-                self.stages.commit_s += t.elapsed().as_secs_f64();
-                return Ok(self.report(published.load_id, true));
-            }
+        if self.reused == self.objects.len()
+            && let Some(published) = self.find_published(&manifest).await?
+        {
+            tracing::info!(load_id = %published.load_id, "an identical load is published already; nothing to publish");
+            self.stages.commit_s += t.elapsed().as_secs_f64();
+            return Ok(self.report(published.load_id, true));
         }
         let path = self.table.manifests_dir().join(format!("{load_id}.json"));
         let json = serde_json::to_vec_pretty(&manifest).expect("a manifest serializes");
@@ -528,8 +528,8 @@ impl Loader {
                     Some(Err(read)) => {
                         return Err(LoadError::CommitUnknown {
                             key: path.to_string(),
-                            write: e,
-                            read,
+                            write: Box::new(e),
+                            read: Box::new(read),
                         });
                     }
                 }

@@ -233,6 +233,7 @@ fn key_at(run: &Run, key_cols: &[Vec<ArrayRef>], i: usize) -> Vec<Value> {
 /// that, the load's first object is cut at `object_bytes / bytes_per_row` rows, the stored
 /// cost of a row that the dictionary trials measured; only when that misses the target by more
 /// than 20 % is the object encoded again.
+#[allow(clippy::too_many_arguments)] // the run, its order and settings, and the sink
 pub(crate) fn cut_run(
     run: &Run,
     order: Option<&ClusteringOrder>,
