@@ -1,5 +1,6 @@
 //! The `ravel-load` binary end to end: gen, layout, tier, demo, and exit codes.
 
+use std::process::Output;
 use std::sync::Arc;
 
 use arrow::array::{
