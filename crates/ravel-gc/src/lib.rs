@@ -95,7 +95,12 @@ async fn referenced(
     let manifests = read_manifests(store, table).await?;
     let keys = manifests
         .iter()
-        .flat_map(|(_, m)| m.objects.iter().map(|o| o.key.clone()))
+        .flat_map(|(_, m)| {
+            m.objects
+                .iter()
+                .map(|o| o.key.clone())
+                .chain(m.blooms.iter().map(|b| b.key.clone()))
+        })
         .collect();
     Ok((manifests.len(), keys))
 }

@@ -30,7 +30,7 @@ async fn put(store: &Store, key: &str, bytes: &[u8]) {
         .unwrap();
 }
 
-async fn publish(store: &Store, load_id: &str, keys: &[&str]) {
+async fn publish(store: &Store, load_id: &str, keys: &[&str], blooms: Option<&str>) {
     let m = Manifest {
         format: MANIFEST_FORMAT,
         load_id: load_id.into(),
@@ -39,6 +39,12 @@ async fn publish(store: &Store, load_id: &str, keys: &[&str]) {
         sort_key: vec![],
         schema: arrow::datatypes::Schema::empty(),
         objects: keys.iter().map(|k| entry(k)).collect(),
+        blooms: blooms.map(|key| ravel_manifest::BloomIndex {
+            key: key.into(),
+            bytes: 3,
+            fpp: 0.01,
+            columns: Default::default(),
+        }),
     };
     put(
         store,
@@ -68,21 +74,29 @@ async fn deletes_old_unreferenced_objects_and_never_a_referenced_one() {
     for k in ["a", "b", "c", "d"] {
         put(&store, &format!("t/data/{k}.parquet"), b"abc").await;
     }
-    publish(&store, "0001-x", &["t/data/a.parquet"]).await;
-    publish(&store, "0002-y", &["t/data/d.parquet"]).await;
-    // a (referenced), b (unreferenced) and d (referenced) were written two days ago.
+    // A load's Bloom sidecar is referenced by its manifest like the load's objects.
+    put(&store, "t/data/s.blooms", b"abc").await;
+    publish(&store, "0001-x", &["t/data/a.parquet"], None).await;
+    publish(
+        &store,
+        "0002-y",
+        &["t/data/d.parquet"],
+        Some("t/data/s.blooms"),
+    )
+    .await;
+    // a (referenced), b (unreferenced), d and s (referenced) were written two days ago.
     let two_days_ago = SystemTime::now() - Duration::from_secs(2 * 86_400);
-    for k in ["a", "b", "d"] {
+    for k in ["a.parquet", "b.parquet", "d.parquet", "s.blooms"] {
         std::fs::File::options()
             .write(true)
-            .open(dir.path().join(format!("t/data/{k}.parquet")))
+            .open(dir.path().join(format!("t/data/{k}")))
             .unwrap()
             .set_modified(two_days_ago)
             .unwrap();
     }
 
     let dry = gc(&store, "t", &opts(DAY, true)).await.unwrap();
-    assert_eq!((dry.manifests, dry.objects, dry.referenced), (2, 4, 2));
+    assert_eq!((dry.manifests, dry.objects, dry.referenced), (2, 5, 3));
     let keys: Vec<_> = dry.unreferenced.iter().map(|u| u.key.as_str()).collect();
     assert_eq!(keys, ["t/data/b.parquet", "t/data/c.parquet"]);
     assert!(dry.unreferenced[0].age_s >= 2 * 86_400 - 60);
@@ -106,6 +120,10 @@ async fn deletes_old_unreferenced_objects_and_never_a_referenced_one() {
         );
     }
     assert!(!exists(&store, "t/data/c.parquet").await);
+    assert!(
+        exists(&store, "t/data/s.blooms").await,
+        "the sidecar is referenced"
+    );
 
     let none = gc(&store, "t", &opts(0, false)).await.unwrap();
     assert!(none.unreferenced.is_empty());
@@ -119,7 +137,7 @@ async fn on_s3() {
     let store = server.store("w");
     put(&store, "t/data/kept.parquet", b"abc").await;
     put(&store, "t/data/orphan.parquet", b"abc").await;
-    publish(&store, "0001-x", &["t/data/kept.parquet"]).await;
+    publish(&store, "0001-x", &["t/data/kept.parquet"], None).await;
     let young = gc(&store, "t", &opts(DAY, false)).await.unwrap();
     assert_eq!(young.deleted, 0);
     assert_eq!(young.unreferenced.len(), 1);

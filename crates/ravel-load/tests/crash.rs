@@ -89,7 +89,8 @@ fn load_args<'a>(url: &'a str, input: &'a str) -> Vec<&'a str> {
     ]
 }
 
-/// Manifests of the table as (key, rows, object keys), and every object under data/.
+/// Manifests of the table as (key, rows, object and sidecar keys), and every object and
+/// sidecar under data/.
 struct Table {
     manifests: Vec<(String, u64, Vec<String>)>,
     objects: Vec<String>,
@@ -103,7 +104,10 @@ fn table(server: &S3Server, prefix: &str) -> Table {
             Err(_) => Vec::new(),
         };
         // s3s-fs keeps its own metadata and upload files next to objects: only ours count.
-        v.retain(|p| p.extension().is_some_and(|e| e == "json" || e == "parquet"));
+        v.retain(|p| {
+            p.extension()
+                .is_some_and(|e| e == "json" || e == "parquet" || e == "blooms")
+        });
         v.sort();
         v
     };
@@ -111,11 +115,13 @@ fn table(server: &S3Server, prefix: &str) -> Table {
         .into_iter()
         .map(|p| {
             let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+            // The load's objects and its Bloom sidecar, which gc must keep like them.
             let objects: Vec<String> = m["objects"]
                 .as_array()
                 .unwrap()
                 .iter()
                 .map(|o| o["key"].as_str().unwrap().to_string())
+                .chain(m["blooms"]["key"].as_str().map(str::to_string))
                 .collect();
             let rows = m["objects"]
                 .as_array()

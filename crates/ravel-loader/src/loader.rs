@@ -15,7 +15,7 @@ use tokio::task::JoinSet;
 
 use crate::object::{Encoded, Run, cut_run, writer_properties};
 use crate::{LoadError, LoadOptions};
-use ravel_manifest::{MANIFEST_FORMAT, Manifest, ObjectEntry};
+use ravel_manifest::{BloomIndex, MANIFEST_FORMAT, Manifest, ObjectEntry, Section};
 
 /// The budget counts in KiB so that tokio's u32 permit counts cover budgets up to 4 TiB.
 const UNIT: u64 = 1024;
@@ -70,6 +70,11 @@ pub struct Loader {
     buffered_bytes: u64,
     oldest: Option<Instant>,
     objects: Vec<ObjectEntry>,
+    /// Per object (parallel to `objects`), its filter of each Bloom column.
+    blooms: Vec<Vec<Vec<u8>>>,
+    /// The Bloom-scope columns that get a per-object filter in the sidecar (string and
+    /// binary columns only), fixed by the first run.
+    bloom_columns: Vec<String>,
     runs: u64,
     rows: u64,
     stages: StageTimes,
@@ -118,6 +123,8 @@ impl Loader {
             buffered_bytes: 0,
             oldest: None,
             objects: Vec::new(),
+            blooms: Vec::new(),
+            bloom_columns: Vec::new(),
             runs: 0,
             rows: 0,
             stages: StageTimes::default(),
@@ -312,6 +319,21 @@ impl Loader {
             .iter()
             .filter_map(|(_, name)| schema.index_of(name).ok())
             .collect();
+        // And, in a sidecar, a Bloom filter of each Bloom-scope string column.
+        let bloom_columns: Vec<usize> = self
+            .layout
+            .bloom
+            .scope
+            .columns(&schema)
+            .into_iter()
+            .filter_map(|name| schema.index_of(name).ok())
+            .filter(|&c| ravel_bloom::supported(schema.field(c).data_type()))
+            .collect();
+        self.bloom_columns = bloom_columns
+            .iter()
+            .map(|&c| schema.field(c).name().clone())
+            .collect();
+        let bloom_fpp = self.layout.bloom.fpp;
         let worker =
             tokio::task::spawn_blocking(move || -> Result<(f64, f64, Option<f64>), LoadError> {
                 let t = Instant::now();
@@ -332,6 +354,8 @@ impl Loader {
                     &run,
                     order.as_ref(),
                     &range_columns,
+                    &bloom_columns,
+                    bloom_fpp,
                     &props,
                     object_bytes,
                     calibration,
@@ -353,7 +377,9 @@ impl Loader {
         let mut failure: Option<LoadError> = None;
         let mut stored: Vec<(usize, ObjectEntry, bool)> = Vec::new();
         let mut seq = 0usize;
-        while let Some(obj) = rx.recv().await {
+        let mut run_blooms: Vec<Vec<Vec<u8>>> = Vec::new();
+        while let Some(mut obj) = rx.recv().await {
+            run_blooms.push(std::mem::take(&mut obj.blooms));
             // Encoded bytes stay charged until their upload completes; waiting here for the
             // budget holds the encoder back (the channel is full) until uploads finish.
             let want = (units(obj.bytes.len() as u64) as usize).min(object_cap) as u32;
@@ -406,7 +432,10 @@ impl Loader {
         // In run order: the objects of a run follow each other in key order.
         stored.sort_by_key(|(position, _, _)| *position);
         self.reused += stored.iter().filter(|(_, _, reused)| *reused).count();
-        self.objects.extend(stored.into_iter().map(|(_, e, _)| e));
+        for (position, e, _) in stored {
+            self.objects.push(e);
+            self.blooms.push(std::mem::take(&mut run_blooms[position]));
+        }
         match (worked, failure) {
             // An upload's failure is the cause; the worker then only saw the pipeline close.
             (_, Some(e)) | (Err(e), None) => Err(e),
@@ -476,7 +505,7 @@ impl Loader {
             self.layout_store.record_schema(&schema).await?;
         }
         let sort_key = self.layout.sort_key_names();
-        let manifest = Manifest {
+        let mut manifest = Manifest {
             format: MANIFEST_FORMAT,
             load_id: load_id.clone(),
             committed_at_ms,
@@ -484,6 +513,7 @@ impl Loader {
             sort_key,
             schema,
             objects: self.objects.clone(),
+            blooms: None,
         };
         // A rerun of a load that was published and then killed (or whose manifest write
         // failed after landing) finds every object stored already: if a published load lists
@@ -496,6 +526,7 @@ impl Loader {
             self.stages.commit_s += t.elapsed().as_secs_f64();
             return Ok(self.report(published.load_id, true));
         }
+        manifest.blooms = self.store_blooms().await?;
         let path = self.table.manifests_dir().join(format!("{load_id}.json"));
         let json = serde_json::to_vec_pretty(&manifest).expect("a manifest serializes");
         let store_err = |source| LoadError::Store {
@@ -538,6 +569,45 @@ impl Loader {
         self.stages.commit_s += t.elapsed().as_secs_f64();
         tracing::info!(manifest = %path, objects = self.objects.len(), rows = self.rows, "load committed");
         Ok(self.report(load_id, false))
+    }
+
+    /// Stores the per-object Bloom filters as one sidecar beside the objects (content-addressed
+    /// like them, so `gc` collects it when no manifest lists it).
+    async fn store_blooms(&mut self) -> Result<Option<BloomIndex>, LoadError> {
+        if self.bloom_columns.is_empty() {
+            return Ok(None);
+        }
+        let columns: Vec<(String, Vec<Vec<u8>>)> = self
+            .bloom_columns
+            .iter()
+            .enumerate()
+            .map(|(c, name)| {
+                let filters = self
+                    .blooms
+                    .iter_mut()
+                    .map(|per_object| std::mem::take(&mut per_object[c]))
+                    .collect();
+                (name.clone(), filters)
+            })
+            .collect();
+        let (bytes, sections) = ravel_bloom::encode_sidecar(&columns);
+        let size = bytes.len() as u64;
+        let (path, _) = put_content_addressed(
+            &self.store,
+            &self.table.data_dir(),
+            "blooms",
+            bytes::Bytes::from(bytes),
+        )
+        .await?;
+        Ok(Some(BloomIndex {
+            key: path.to_string(),
+            bytes: size,
+            fpp: self.layout.bloom.fpp,
+            columns: sections
+                .into_iter()
+                .map(|(name, offset, len)| (name, Section { offset, len }))
+                .collect(),
+        }))
     }
 
     fn report(&self, load_id: String, already_published: bool) -> LoadReport {
@@ -628,19 +698,17 @@ fn collect(
     }
 }
 
-/// Stores an object under its content hash, create-if-absent: a repeated upload is harmless.
-/// Returns the entry and whether the object was there already.
-async fn upload(
+/// Stores `bytes` as `<dir>/<blake3 hash>.<extension>`, create-if-absent: a repeated upload is
+/// harmless. Returns the path and whether the object was there already.
+async fn put_content_addressed(
     store: &Arc<dyn ObjectStore>,
     dir: &Path,
-    obj: Encoded,
-    run: u64,
-) -> Result<(ObjectEntry, bool), LoadError> {
-    let hash = blake3::hash(&obj.bytes);
-    let path = dir.clone().join(format!("{}.parquet", hash.to_hex()));
-    let bytes = obj.bytes.len() as u64;
-    tracing::debug!(key = %path, bytes, rows = obj.rows, "storing object");
-    let payload = PutPayload::from(obj.bytes);
+    extension: &str,
+    bytes: bytes::Bytes,
+) -> Result<(Path, bool), LoadError> {
+    let hash = blake3::hash(&bytes);
+    let path = dir.clone().join(format!("{}.{extension}", hash.to_hex()));
+    let payload = PutPayload::from(bytes);
     let mut reused = false;
     let stored = match store
         .put_opts(&path, payload.clone(), PutOptions::from(PutMode::Create))
@@ -659,12 +727,26 @@ async fn upload(
         }
         other => other,
     };
-    if let Err(source) = stored {
-        return Err(LoadError::Store {
+    match stored {
+        Ok(_) => Ok((path, reused)),
+        Err(source) => Err(LoadError::Store {
             key: path.to_string(),
             source,
-        });
+        }),
     }
+}
+
+/// Stores an object under its content hash (see [`put_content_addressed`]).
+/// Returns the entry and whether the object was there already.
+async fn upload(
+    store: &Arc<dyn ObjectStore>,
+    dir: &Path,
+    obj: Encoded,
+    run: u64,
+) -> Result<(ObjectEntry, bool), LoadError> {
+    let bytes = obj.bytes.len() as u64;
+    tracing::debug!(bytes, rows = obj.rows, "storing object");
+    let (path, reused) = put_content_addressed(store, dir, "parquet", obj.bytes).await?;
     let entry = ObjectEntry {
         key: path.to_string(),
         rows: obj.rows as u64,

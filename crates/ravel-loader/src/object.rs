@@ -28,6 +28,8 @@ pub(crate) struct Encoded {
     pub first_key: Option<Vec<Value>>,
     pub last_key: Option<Vec<Value>>,
     pub ranges: std::collections::BTreeMap<String, ravel_manifest::ValueRange>,
+    /// The object's Bloom filter of each of the run's Bloom columns, in their order.
+    pub blooms: Vec<Vec<u8>>,
 }
 
 /// Rows of the run encoded both ways to decide whether a column's dictionary pays.
@@ -238,6 +240,8 @@ pub(crate) fn cut_run(
     run: &Run,
     order: Option<&ClusteringOrder>,
     range_columns: &[usize],
+    bloom_columns: &[usize],
+    bloom_fpp: f64,
     props: &WriterProperties,
     object_bytes: u64,
     calibration: Option<f64>,
@@ -334,12 +338,23 @@ pub(crate) fn cut_run(
                 ranges.insert(schema.field(c).name().clone(), r);
             }
         }
+        let blooms = {
+            use rayon::prelude::*;
+            bloom_columns
+                .par_iter()
+                .map(|&c| {
+                    ravel_bloom::build(&run.window(c, start, end - start), bloom_fpp)
+                        .unwrap_or_default()
+                })
+                .collect()
+        };
         emit(Encoded {
             bytes: bytes::Bytes::from(bytes),
             rows: end - start,
             first_key,
             last_key,
             ranges,
+            blooms,
         })?;
         start = end;
     }

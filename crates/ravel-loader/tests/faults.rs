@@ -156,14 +156,25 @@ async fn transient_faults_are_retried_and_every_row_lands_once() {
     assert!(n.transient_after > 0, "{n:?}");
     assert!(n.truncated > 0, "{n:?}");
     assert_eq!(n.permanent, 0);
-    // No stray objects: a retried create of an object found its own bytes.
-    let data: Vec<_> = clean
+    // No stray objects: a retried create of an object found its own bytes. Under data/ are
+    // exactly the objects and the load's Bloom sidecar.
+    let data: Vec<object_store::ObjectMeta> = clean
         .object_store()
         .list(Some(&Path::from("hits/data")))
         .try_collect()
         .await
         .unwrap();
-    assert_eq!(data.len(), report.objects.len());
+    let mut stored: Vec<String> = data.iter().map(|m| m.location.to_string()).collect();
+    stored.sort();
+    let sidecar = published[0].blooms.as_ref().expect("a Bloom sidecar");
+    let mut expected: Vec<String> = report
+        .objects
+        .iter()
+        .map(|o| o.key.clone())
+        .chain([sidecar.key.clone()])
+        .collect();
+    expected.sort();
+    assert_eq!(stored, expected);
 }
 
 #[tokio::test(flavor = "multi_thread")]

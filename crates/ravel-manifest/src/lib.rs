@@ -29,6 +29,29 @@ pub struct Manifest {
     /// The Arrow schema of every object.
     pub schema: arrow::datatypes::Schema,
     pub objects: Vec<ObjectEntry>,
+    /// The load's per-object Bloom filters of the Bloom-scope columns (see `ravel-bloom`),
+    /// absent when the layout's scope covers no column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blooms: Option<BloomIndex>,
+}
+
+/// Where a load's Bloom sidecar is and which columns it holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BloomIndex {
+    /// Path inside the store: `<table>/data/<hash>.blooms`.
+    pub key: String,
+    pub bytes: u64,
+    /// False-positive rate the filters were sized for.
+    pub fpp: f64,
+    /// Each column's section: the filters of the manifest's objects, in their order.
+    pub columns: BTreeMap<String, Section>,
+}
+
+/// A byte range of a sidecar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Section {
+    pub offset: u64,
+    pub len: u64,
 }
 
 /// One stored object.

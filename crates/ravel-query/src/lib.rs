@@ -5,7 +5,9 @@
 //! from the manifest (no listing, no HEAD), the stream column declared as each file group's
 //! order, Parquet pruning on (row-group statistics, page index, Bloom filters, filter
 //! pushdown), binary columns read as strings, and the manifest's per-object ranges skipping
-//! objects before any request ([`prune`]). When `EventDate` is stored as UInt16 days (the
+//! objects before any object is opened ([`prune`]); a statement that compares a Bloom-scope
+//! string column for equality also reads that column's section of each load's Bloom sidecar
+//! (one ranged GET per load, once per table) and skips the objects whose filters exclude it. When `EventDate` is stored as UInt16 days (the
 //! public hits.parquet convention), the table is registered as `<name>_raw` and a view `<name>`
 //! presents EventDate as a DATE, as ClickBench's DataFusion entry does.
 //!
@@ -139,8 +141,7 @@ impl QueryTable {
             return Err(QueryError::NoSuchTable(table.to_string()));
         };
         let file_schema = first.schema.clone();
-        let mut objects = Vec::new();
-        for (i, (key, m)) in manifests.iter().enumerate() {
+        for (key, m) in &manifests {
             if m.schema.fields() != file_schema.fields() {
                 return Err(QueryError::SchemaDiffers {
                     table: table.to_string(),
@@ -148,12 +149,8 @@ impl QueryTable {
                     other: key.clone(),
                 });
             }
-            // Runs are numbered per load: make them distinct across loads.
-            objects.extend(m.objects.iter().cloned().map(|mut o| {
-                o.run |= (i as u64) << 32;
-                o
-            }));
         }
+        let objects: usize = manifests.iter().map(|(_, m)| m.objects.len()).sum();
         // The stream column is first in every object's order when the newest load clustered.
         let newest = &manifests.last().expect("one manifest").1;
         let stream = (!newest.sort_key.is_empty())
@@ -162,7 +159,7 @@ impl QueryTable {
             .filter(|s| manifests.iter().all(|(_, m)| m.sort_key.first() == Some(s)));
         let opened = Opened {
             manifests: manifests.len(),
-            objects: objects.len(),
+            objects,
             traffic: counter.get(),
         };
         counter.reset();
@@ -180,17 +177,19 @@ impl QueryTable {
         parquet.binary_as_string = true;
         let ctx = SessionContext::new_with_config(config);
         let store_url = ObjectStoreUrl::parse("ravel://store/")?;
-        ctx.register_object_store(store_url.as_ref(), counting);
+        ctx.register_object_store(store_url.as_ref(), counting.clone());
 
         let name = opts.sql_name.clone().unwrap_or_else(|| table.to_string());
         let raw_date = file_schema
             .field_with_name("EventDate")
             .is_ok_and(|f| f.data_type() == &DataType::UInt16);
+        let manifests: Vec<_> = manifests.into_iter().map(|(_, m)| m).collect();
         let provider = RavelTable::new(
             &file_schema,
-            objects,
+            &manifests,
             stream,
             store_url,
+            counting,
             opts.manifest_pruning,
         );
         let scan = provider.scan_counts();

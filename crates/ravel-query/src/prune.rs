@@ -8,6 +8,11 @@
 //! `CAST(CAST("EventDate" AS INTEGER) AS DATE)`). Anything else keeps the object: pruning may
 //! only ever keep too much, never drop an object that has a matching row. SQL comparisons are
 //! never true for null, so an object's nulls do not matter.
+//!
+//! Where the load kept a per-object Bloom filter of a string column (its sidecar, see
+//! `ravel-bloom`), an equality or `IN` on that column also asks the filter: an object whose
+//! filter holds none of the values is dropped. A filter has no false negatives, so this too
+//! only ever drops objects without a matching row.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -15,6 +20,7 @@ use std::collections::BTreeMap;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use datafusion::scalar::ScalarValue;
+use ravel_bloom::Filter;
 use ravel_manifest::{ObjectEntry, ValueRange};
 use serde_json::Value;
 
@@ -126,6 +132,12 @@ fn flip(op: Operator) -> Operator {
     }
 }
 
+/// What the manifest (and the load's sidecar) says of one object.
+struct Facts<'a> {
+    ranges: &'a BTreeMap<String, ValueRange>,
+    blooms: &'a [(&'a str, &'a Filter)],
+}
+
 /// What the pruner knows of the table: the columns stored as binary (compared as hex).
 #[derive(Debug, Clone, Default)]
 pub struct Pruner {
@@ -166,34 +178,124 @@ impl Pruner {
         }
     }
 
-    /// Whether `object` may hold a row that satisfies every filter.
+    /// Whether `object` may hold a row that satisfies every filter, by its ranges alone.
     pub fn may_match(&self, object: &ObjectEntry, filters: &[Expr]) -> bool {
-        filters.iter().all(|f| self.conjunct(&object.ranges, f))
+        self.may_match_with(object, &[], filters)
     }
 
-    fn range<'a>(
+    /// Whether `object` may hold a row that satisfies every filter, by its ranges and the
+    /// Bloom filters given (`(column, the object's filter)`).
+    pub fn may_match_with(
         &self,
-        ranges: &'a BTreeMap<String, ValueRange>,
-        e: &Expr,
-    ) -> Option<(&'a ValueRange, bool)> {
+        object: &ObjectEntry,
+        blooms: &[(&str, &Filter)],
+        filters: &[Expr],
+    ) -> bool {
+        let facts = Facts {
+            ranges: &object.ranges,
+            blooms,
+        };
+        filters.iter().all(|f| self.conjunct(&facts, f))
+    }
+
+    /// The string columns that the filters compare for equality with literals: the columns
+    /// whose Bloom filters can drop objects for this statement.
+    pub fn equality_columns(&self, filters: &[Expr]) -> std::collections::BTreeSet<String> {
+        let mut out = std::collections::BTreeSet::new();
+        for f in filters {
+            self.collect_equalities(f, &mut out);
+        }
+        out
+    }
+
+    fn collect_equalities(&self, e: &Expr, out: &mut std::collections::BTreeSet<String>) {
+        match e {
+            Expr::BinaryExpr(BinaryExpr { left, op, right }) => match op {
+                Operator::And | Operator::Or => {
+                    self.collect_equalities(left, out);
+                    self.collect_equalities(right, out);
+                }
+                Operator::Eq => {
+                    for (c, l) in [(left, right), (right, left)] {
+                        if let (Some(name), Some(Lit::Str(_))) = (self.string_column(c), literal(l))
+                        {
+                            out.insert(name.to_string());
+                        }
+                    }
+                }
+                _ => {}
+            },
+            Expr::InList(list) if !list.negated => {
+                if let Some(name) = self.string_column(&list.expr)
+                    && list
+                        .list
+                        .iter()
+                        .all(|i| matches!(literal(i), Some(Lit::Str(_))))
+                {
+                    out.insert(name.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The name of a string or binary column read as it is stored (no function, no cast that
+    /// could change its values).
+    fn string_column<'e>(&self, e: &'e Expr) -> Option<&'e str> {
+        match e {
+            Expr::Column(c) => self
+                .types
+                .get(&c.name)
+                .is_some_and(ravel_bloom::supported)
+                .then_some(c.name.as_str()),
+            _ => None,
+        }
+    }
+
+    fn range<'a>(&self, facts: &Facts<'a>, e: &Expr) -> Option<(&'a ValueRange, bool)> {
         let (name, stored) = self.column_of(e)?;
         let binary = matches!(
             stored,
             DataType::Binary | DataType::LargeBinary | DataType::BinaryView
         );
-        ranges.get(name).map(|r| (r, binary))
+        facts.ranges.get(name).map(|r| (r, binary))
     }
 
-    fn conjunct(&self, ranges: &BTreeMap<String, ValueRange>, e: &Expr) -> bool {
+    /// Whether the object may hold a row with `column = lit`, by its range and its filter.
+    fn may_equal(&self, facts: &Facts<'_>, column: &Expr, lit: &Lit) -> bool {
+        let by_range = self
+            .range(facts, column)
+            .is_none_or(|(r, bin)| may_satisfy(r, Operator::Eq, lit, bin));
+        let by_bloom = match (self.string_column(column), lit) {
+            (Some(name), Lit::Str(s)) => facts
+                .blooms
+                .iter()
+                .find(|(c, _)| *c == name)
+                .is_none_or(|(_, f)| f.may_contain(s.as_bytes())),
+            _ => true,
+        };
+        by_range && by_bloom
+    }
+
+    fn conjunct(&self, facts: &Facts<'_>, e: &Expr) -> bool {
         match e {
             Expr::BinaryExpr(BinaryExpr { left, op, right }) => match op {
-                Operator::And => self.conjunct(ranges, left) && self.conjunct(ranges, right),
-                Operator::Or => self.conjunct(ranges, left) || self.conjunct(ranges, right),
-                Operator::Eq | Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq => {
-                    if let (Some((r, bin)), Some(l)) = (self.range(ranges, left), literal(right)) {
+                Operator::And => self.conjunct(facts, left) && self.conjunct(facts, right),
+                Operator::Or => self.conjunct(facts, left) || self.conjunct(facts, right),
+                Operator::Eq => {
+                    if let Some(l) = literal(right) {
+                        self.may_equal(facts, left, &l)
+                    } else if let Some(l) = literal(left) {
+                        self.may_equal(facts, right, &l)
+                    } else {
+                        true
+                    }
+                }
+                Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq => {
+                    if let (Some((r, bin)), Some(l)) = (self.range(facts, left), literal(right)) {
                         may_satisfy(r, *op, &l, bin)
                     } else if let (Some(l), Some((r, bin))) =
-                        (literal(left), self.range(ranges, right))
+                        (literal(left), self.range(facts, right))
                     {
                         may_satisfy(r, flip(*op), &l, bin)
                     } else {
@@ -203,16 +305,13 @@ impl Pruner {
                 _ => true,
             },
             Expr::InList(list) if !list.negated => {
-                let Some((r, bin)) = self.range(ranges, &list.expr) else {
-                    return true;
-                };
                 list.list.iter().any(|item| match literal(item) {
-                    Some(l) => may_satisfy(r, Operator::Eq, &l, bin),
+                    Some(l) => self.may_equal(facts, &list.expr, &l),
                     None => true,
                 })
             }
             Expr::Between(b) if !b.negated => {
-                let Some((r, bin)) = self.range(ranges, &b.expr) else {
+                let Some((r, bin)) = self.range(facts, &b.expr) else {
                     return true;
                 };
                 let low = literal(&b.low).is_none_or(|l| may_satisfy(r, Operator::GtEq, &l, bin));
@@ -313,5 +412,51 @@ mod tests {
         // A narrowing cast may change values: it keeps the object.
         let o = object(&[("UserID", json!(1i64 << 40), json!(1i64 << 41))]);
         assert!(p.may_match(&o, &[cast(col("UserID"), DataType::Int32).eq(lit(0))]));
+    }
+
+    #[test]
+    fn bloom_filters_drop_objects_without_the_value() {
+        use datafusion::arrow::array::{ArrayRef, StringArray};
+        use datafusion::arrow::datatypes::{Field, Schema};
+        use std::sync::Arc;
+        let schema = Schema::new(vec![
+            Field::new("CounterID", DataType::Int32, false),
+            Field::new("URL", DataType::Binary, false),
+        ]);
+        let p = Pruner::new(&schema);
+        let urls: ArrayRef = Arc::new(StringArray::from(vec!["http://a/1", "http://a/2"]));
+        let f = Filter::from_bytes(&ravel_bloom::build(&[urls], 0.01).unwrap()).unwrap();
+        let blooms = [("URL", &f)];
+        let o = object(&[("CounterID", json!(60), json!(70))]);
+        let keep = |e: Expr| p.may_match_with(&o, &blooms, &[e]);
+        assert!(keep(col("URL").eq(lit("http://a/1"))));
+        assert!(keep(lit("http://a/2").eq(col("URL"))));
+        assert!(!keep(col("URL").eq(lit("http://b/1"))));
+        assert!(keep(
+            col("URL").in_list(vec![lit("x"), lit("http://a/2")], false)
+        ));
+        assert!(!keep(col("URL").in_list(vec![lit("x"), lit("y")], false)));
+        assert!(keep(col("URL").not_eq(lit("http://a/1"))), "<> keeps");
+        assert!(keep(col("URL").like(lit("http://b%"))), "LIKE keeps");
+        assert!(keep(
+            col("URL")
+                .eq(lit("http://b/1"))
+                .or(col("CounterID").eq(lit(62)))
+        ));
+        assert!(!keep(
+            col("URL")
+                .eq(lit("http://b/1"))
+                .and(col("CounterID").eq(lit(62)))
+        ));
+        // Without a filter for the column, the object is kept.
+        assert!(p.may_match_with(&o, &[], &[col("URL").eq(lit("http://b/1"))]));
+        let wanted = p.equality_columns(&[
+            col("URL").eq(lit("a")).and(col("CounterID").eq(lit(1))),
+            col("Title").eq(lit("t")),
+        ]);
+        assert_eq!(
+            wanted.into_iter().collect::<Vec<_>>(),
+            vec!["URL".to_string()]
+        );
     }
 }

@@ -1,8 +1,9 @@
 //! The table as DataFusion sees it: exactly the objects its manifests list (no directory
 //! listing, no HEAD: sizes come from the manifest), in file groups that keep each group's
-//! rows in the stream column's order, with the manifest's ranges skipping objects before any
-//! request.
+//! rows in the stream column's order, with the manifest's ranges (and, for equalities on
+//! string columns, the loads' Bloom sidecars) skipping objects before any object request.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -21,7 +22,9 @@ use datafusion::physical_expr::create_lex_ordering;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::prelude::{Expr, col};
-use ravel_manifest::ObjectEntry;
+use object_store::{ObjectStore, ObjectStoreExt};
+use ravel_bloom::Filter;
+use ravel_manifest::{BloomIndex, Manifest, ObjectEntry};
 use serde::Serialize;
 
 use crate::prune::Pruner;
@@ -39,6 +42,14 @@ pub struct RavelTable {
     /// The schema DataFusion sees (binary columns as strings).
     schema: SchemaRef,
     objects: Vec<ObjectEntry>,
+    /// Per object, its load (index into `blooms`) and its position in that load.
+    origins: Vec<(usize, usize)>,
+    /// Per load, its Bloom sidecar.
+    blooms: Vec<Option<BloomIndex>>,
+    /// Sidecar sections read so far, by (load, column): a hot statement reads none again.
+    sections: tokio::sync::Mutex<HashMap<(usize, String), Arc<Vec<Filter>>>>,
+    /// The store the sidecars are read from (the counting one).
+    store: Arc<dyn ObjectStore>,
     /// The column every object is sorted by first (nulls first), if the table is clustered.
     stream: Option<String>,
     store_url: ObjectStoreUrl,
@@ -47,20 +58,37 @@ pub struct RavelTable {
 }
 
 impl RavelTable {
+    /// The table of `manifests`' objects (oldest load first), read through `store`, which is
+    /// registered in the session under `store_url`.
     pub fn new(
         file_schema: &Schema,
-        objects: Vec<ObjectEntry>,
+        manifests: &[Manifest],
         stream: Option<String>,
         store_url: ObjectStoreUrl,
+        store: Arc<dyn ObjectStore>,
         manifest_pruning: bool,
     ) -> RavelTable {
         use datafusion::datasource::physical_plan::parquet::{
             transform_binary_to_string, transform_schema_to_view,
         };
         let schema = transform_schema_to_view(&transform_binary_to_string(file_schema));
+        let mut objects = Vec::new();
+        let mut origins = Vec::new();
+        for (i, m) in manifests.iter().enumerate() {
+            // Runs are numbered per load: make them distinct across loads.
+            objects.extend(m.objects.iter().cloned().map(|mut o| {
+                o.run |= (i as u64) << 32;
+                o
+            }));
+            origins.extend((0..m.objects.len()).map(|j| (i, j)));
+        }
         RavelTable {
             schema: Arc::new(schema),
             objects,
+            origins,
+            blooms: manifests.iter().map(|m| m.blooms.clone()).collect(),
+            sections: Default::default(),
+            store,
             stream,
             store_url,
             pruner: manifest_pruning.then(|| Pruner::new(file_schema)),
@@ -71,6 +99,60 @@ impl RavelTable {
     /// A handle on the counts of the latest scan.
     pub fn scan_counts(&self) -> Arc<Mutex<ScanCounts>> {
         self.last_scan.clone()
+    }
+
+    /// The filters of `column` for every object of load `load`, read once per table.
+    async fn section(&self, load: usize, column: &str) -> DfResult<Option<Arc<Vec<Filter>>>> {
+        let Some(index) = &self.blooms[load] else {
+            return Ok(None);
+        };
+        let Some(s) = index.columns.get(column) else {
+            return Ok(None);
+        };
+        let mut cache = self.sections.lock().await;
+        if let Some(f) = cache.get(&(load, column.to_string())) {
+            return Ok(Some(f.clone()));
+        }
+        let path = object_store::path::Path::from(index.key.as_str());
+        let bytes = self
+            .store
+            .get_range(&path, s.offset..s.offset + s.len)
+            .await?;
+        let objects = self.origins.iter().filter(|(l, _)| *l == load).count();
+        let filters = Arc::new(ravel_bloom::decode_section(&bytes, objects).map_err(|e| {
+            datafusion::error::DataFusionError::External(
+                format!("Bloom sidecar {}: {e}", index.key).into(),
+            )
+        })?);
+        cache.insert((load, column.to_string()), filters.clone());
+        Ok(Some(filters))
+    }
+
+    /// The objects that may hold rows matching `filters`.
+    async fn kept(&self, p: &Pruner, filters: &[Expr]) -> DfResult<Vec<&ObjectEntry>> {
+        // Per load, the sidecar sections of the columns the statement compares for equality.
+        let columns = p.equality_columns(filters);
+        let mut sections: Vec<Vec<(&str, Arc<Vec<Filter>>)>> = vec![Vec::new(); self.blooms.len()];
+        for (load, per_load) in sections.iter_mut().enumerate() {
+            for c in &columns {
+                if let Some(f) = self.section(load, c).await? {
+                    per_load.push((c.as_str(), f));
+                }
+            }
+        }
+        Ok(self
+            .objects
+            .iter()
+            .zip(&self.origins)
+            .filter(|(o, (load, pos))| {
+                let blooms: Vec<(&str, &Filter)> = sections[*load]
+                    .iter()
+                    .map(|(c, f)| (*c, &f[*pos]))
+                    .collect();
+                p.may_match_with(o, &blooms, filters)
+            })
+            .map(|(o, _)| o)
+            .collect())
     }
 
     /// File groups of about `target` groups: contiguous objects of one run (which are in key
@@ -113,11 +195,7 @@ impl TableProvider for RavelTable {
         limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let kept: Vec<&ObjectEntry> = match &self.pruner {
-            Some(p) => self
-                .objects
-                .iter()
-                .filter(|o| p.may_match(o, filters))
-                .collect(),
+            Some(p) => self.kept(p, filters).await?,
             None => self.objects.iter().collect(),
         };
         *self.last_scan.lock().expect("scan counts") = ScanCounts {

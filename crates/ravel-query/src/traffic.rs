@@ -26,7 +26,8 @@ pub struct Traffic {
     pub lists: u64,
     /// Bytes the GETs returned.
     pub bytes: u64,
-    /// Distinct objects read.
+    /// Distinct table objects (`.parquet`) read. Manifests and Bloom sidecars count in
+    /// `gets` and `bytes` only, so that this compares with the table's object count.
     pub objects: usize,
 }
 
@@ -130,7 +131,9 @@ impl<T: ObjectStore> ObjectStore for TrafficStore<T> {
             c.heads += 1;
         } else {
             c.gets += 1;
-            c.touched.insert(location.to_string());
+            if location.as_ref().ends_with(".parquet") {
+                c.touched.insert(location.to_string());
+            }
             if let Ok(r) = &result {
                 c.bytes += r.range.end - r.range.start;
             }

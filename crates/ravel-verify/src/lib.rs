@@ -171,10 +171,18 @@ pub async fn verify(
                 ),
             });
         }
-        for entry in &m.objects {
+        let blooms = check_blooms(&os, key, m, &layout, &mut violations).await;
+        if let Some(b) = &m.blooms {
+            listed.insert(b.key.clone());
+        }
+        for (i, entry) in m.objects.iter().enumerate() {
             listed.insert(entry.key.clone());
             all.push(entry);
-            check_object(&os, m, &layout, entry, opts.deep, &mut violations).await;
+            let filters: Vec<(&str, &ravel_bloom::Filter)> = blooms
+                .iter()
+                .map(|(name, per_object)| (name.as_str(), &per_object[i]))
+                .collect();
+            check_object(&os, m, &layout, entry, opts.deep, &filters, &mut violations).await;
         }
     }
     let mut orphans: Vec<String> = stored
@@ -261,6 +269,7 @@ async fn check_object(
     layout: &Layout,
     entry: &ObjectEntry,
     deep: bool,
+    filters: &[(&str, &ravel_bloom::Filter)],
     out: &mut Vec<Violation>,
 ) {
     let mut bad = |problem: String| {
@@ -311,10 +320,125 @@ async fn check_object(
                 for problem in row_problems(layout, entry, &schema, &batches) {
                     bad(problem);
                 }
+                for problem in bloom_problems(filters, &schema, &batches) {
+                    bad(problem);
+                }
             }
             Err(e) => bad(format!("rows cannot be read: {e}")),
         }
     }
+}
+
+/// The load's Bloom sidecar: stored with the recorded size, one section per string column of
+/// the layout's Bloom scope, each holding one readable filter per object. Returns the filters
+/// (per column, per object) for the deep check, empty when there is nothing to check.
+async fn check_blooms(
+    store: &Arc<dyn ObjectStore>,
+    manifest: &str,
+    m: &Manifest,
+    layout: &Layout,
+    out: &mut Vec<Violation>,
+) -> Vec<(String, Vec<ravel_bloom::Filter>)> {
+    let expected: Vec<&str> = layout
+        .bloom
+        .scope
+        .columns(&m.schema)
+        .into_iter()
+        .filter(|c| {
+            m.schema
+                .field_with_name(c)
+                .is_ok_and(|f| ravel_bloom::supported(f.data_type()))
+        })
+        .collect();
+    // A manifest without a sidecar is valid (readers then prune by ranges alone).
+    let Some(index) = &m.blooms else {
+        return Vec::new();
+    };
+    let mut bad = |problem: String| {
+        out.push(Violation {
+            object: index.key.clone(),
+            problem,
+        })
+    };
+    let recorded: Vec<&str> = index.columns.keys().map(|c| c.as_str()).collect();
+    let mut sorted_expected = expected.clone();
+    sorted_expected.sort_unstable();
+    if recorded != sorted_expected {
+        bad(format!(
+            "holds filters of {recorded:?}; the Bloom scope's string columns are {sorted_expected:?}"
+        ));
+    }
+    let bytes = match store.get(&Path::from(index.key.as_str())).await {
+        Ok(got) => match got.bytes().await {
+            Ok(b) => b,
+            Err(e) => {
+                bad(format!("cannot be read: {e}"));
+                return Vec::new();
+            }
+        },
+        Err(object_store::Error::NotFound { .. }) => {
+            bad(format!("is missing: manifest {manifest} lists it"));
+            return Vec::new();
+        }
+        Err(e) => {
+            bad(format!("cannot be read: {e}"));
+            return Vec::new();
+        }
+    };
+    if bytes.len() as u64 != index.bytes || !bytes.starts_with(ravel_bloom::MAGIC) {
+        bad(format!(
+            "has {} bytes (the manifest says {}) or no sidecar magic",
+            bytes.len(),
+            index.bytes
+        ));
+        return Vec::new();
+    }
+    let mut filters = Vec::new();
+    for (column, s) in &index.columns {
+        let section = bytes.get(s.offset as usize..(s.offset + s.len) as usize);
+        match section.map(|sec| ravel_bloom::decode_section(sec, m.objects.len())) {
+            Some(Ok(f)) => filters.push((column.clone(), f)),
+            Some(Err(e)) => bad(format!("section {column}: {e}")),
+            None => bad(format!("section {column} lies outside the sidecar")),
+        }
+    }
+    filters
+}
+
+/// Every value of an object's Bloom columns must pass the object's filter (no false
+/// negatives: a reader that trusts the filter would otherwise lose rows).
+fn bloom_problems(
+    filters: &[(&str, &ravel_bloom::Filter)],
+    schema: &arrow::datatypes::SchemaRef,
+    batches: &[RecordBatch],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (column, filter) in filters {
+        let Ok(c) = schema.index_of(column) else {
+            out.push(format!(
+                "has no column {column}, which its Bloom filter covers"
+            ));
+            continue;
+        };
+        let mut missing = None;
+        'batches: for (b, batch) in batches.iter().enumerate() {
+            let a = batch.column(c);
+            for r in 0..a.len() {
+                if let Some(v) = ravel_bloom::value_bytes(a.as_ref(), r)
+                    && !filter.may_contain(v)
+                {
+                    missing = Some((b, r));
+                    break 'batches;
+                }
+            }
+        }
+        if let Some((b, r)) = missing {
+            out.push(format!(
+                "value of {column} at batch {b} row {r} is not in the object's Bloom filter"
+            ));
+        }
+    }
+    out
 }
 
 /// The footer of a Parquet object: two ranged reads (the 8-byte tail, then the metadata).

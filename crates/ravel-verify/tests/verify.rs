@@ -214,3 +214,71 @@ async fn a_table_in_s3_verifies_deeply() {
     assert_eq!((report.objects, report.rows), (keys.len(), 60_000));
     assert!(report.orphans.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bloom_sidecar_that_misses_a_value_fails_deep_verification() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, files) = table(dir.path()).await;
+    let manifests: Vec<_> = std::fs::read_dir(dir.path().join("hits/manifests"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(manifests.len(), 1);
+    let m: ravel_manifest::Manifest =
+        serde_json::from_slice(&std::fs::read(&manifests[0]).unwrap()).unwrap();
+    let index = m
+        .blooms
+        .expect("the hits layout's Bloom scope covers the text columns");
+    assert!(
+        index.columns.contains_key("URL"),
+        "{:?}",
+        index.columns.keys()
+    );
+    assert!(!index.columns.contains_key("WatchID"));
+    assert!(index.key.ends_with(".blooms"));
+
+    // Swap the URL filters of the first two objects: the structure stays valid, the filters
+    // no longer hold their objects' values.
+    let path = dir.path().join(&index.key);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let s = index.columns["URL"];
+    let (from, to) = (s.offset as usize, (s.offset + s.len) as usize);
+    let mut parts = Vec::new();
+    let mut at = from;
+    while at < to {
+        let n = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        parts.push(bytes[at..at + 4 + n].to_vec());
+        at += 4 + n;
+    }
+    assert_eq!(parts.len(), files.len());
+    parts.swap(0, 1);
+    bytes.splice(from..to, parts.concat());
+    std::fs::write(&path, bytes).unwrap();
+
+    let shallow = verify(&store, "hits", &VerifyOptions::default())
+        .await
+        .unwrap();
+    assert!(shallow.holds(), "{:#?}", shallow.violations);
+    let report = verify(&store, "hits", &deep()).await.unwrap();
+    let found = problems(&report, &files[0]);
+    assert!(
+        found
+            .iter()
+            .any(|p| p.starts_with("value of URL at batch") && p.ends_with("Bloom filter")),
+        "{found:?}"
+    );
+
+    // A sidecar cut short is found without reading rows.
+    std::fs::write(&path, b"RAVELBF1").unwrap();
+    let report = verify(&store, "hits", &VerifyOptions::default())
+        .await
+        .unwrap();
+    assert!(
+        report
+            .violations
+            .iter()
+            .any(|v| v.object == index.key && v.problem.contains("bytes (the manifest says")),
+        "{:#?}",
+        report.violations
+    );
+}
