@@ -8,8 +8,11 @@
 //!
 //! A filter holds the distinct non-null values of one string or binary column of one object,
 //! hashed as bytes (a Utf8 value and the Binary value of its UTF-8 bytes are the same item),
-//! built with the `bloomfilter` crate under a fixed seed so that any reader can probe it. A
-//! column whose values are all null has an empty filter: no equality can match it.
+//! built with the `bloomfilter` crate under a fixed seed so that any reader can probe it. Each
+//! value enters as its XXH3-64 digest written little-endian, so that the hash fed to the filter
+//! is the same on every platform (`Hash for [u8]` would write a native-width length). A column
+//! whose values are all null has a filter with nothing set: no equality can match it. An empty
+//! filter (zero bytes) means "no filter": every value may be there.
 //!
 //! Sidecar layout: the magic `RAVELBF1`, then one section per column; a section is, for each
 //! object in manifest order, a little-endian `u32` length and that many filter bytes. The
@@ -21,6 +24,23 @@ use std::collections::HashSet;
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::DataType;
 use bloomfilter::Bloom;
+
+/// A value as the filters see it: the XXH3-64 digest of its bytes, hashed as 8 little-endian
+/// bytes (platform-independent, unlike `Hash for [u8]` or `u64`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Digest(u64);
+
+impl Digest {
+    fn of(bytes: &[u8]) -> Digest {
+        Digest(twox_hash::XxHash3_64::oneshot(bytes))
+    }
+}
+
+impl std::hash::Hash for Digest {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write(&self.0.to_le_bytes());
+    }
+}
 
 /// The hash seed of every filter (32 bytes): readers and writers must agree on it.
 const SEED: [u8; 32] = *b"ravel-load object bloom filter 1";
@@ -99,20 +119,18 @@ pub fn build(pieces: &[ArrayRef], fpp: f64) -> Option<Vec<u8>> {
             distinct.insert(v);
         });
     }
-    if distinct.is_empty() {
-        return Some(Vec::new());
-    }
-    let mut bloom = Bloom::<[u8]>::new_for_fp_rate_with_seed(distinct.len(), fpp, &SEED)
+    // All null: a filter with nothing set, which holds no value.
+    let mut bloom = Bloom::<Digest>::new_for_fp_rate_with_seed(distinct.len().max(1), fpp, &SEED)
         .expect("a positive item count and an fpp in (0, 1)");
     for v in distinct {
-        bloom.set(v);
+        bloom.set(&Digest::of(v));
     }
     Some(bloom.into_bytes())
 }
 
 /// A filter read back, ready to probe.
 #[derive(Debug)]
-pub struct Filter(Option<Bloom<[u8]>>);
+pub struct Filter(Option<Bloom<Digest>>);
 
 impl Filter {
     pub fn from_bytes(bytes: &[u8]) -> Result<Filter, BloomError> {
@@ -124,9 +142,10 @@ impl Filter {
             .map_err(BloomError::Invalid)
     }
 
-    /// Whether the object may hold `value` (false: it certainly does not).
+    /// Whether the object may hold `value` (false: it certainly does not). An empty filter
+    /// (no filter) may hold anything.
     pub fn may_contain(&self, value: &[u8]) -> bool {
-        self.0.as_ref().is_some_and(|b| b.check(value))
+        self.0.as_ref().is_none_or(|b| b.check(&Digest::of(value)))
     }
 }
 
@@ -205,11 +224,24 @@ mod tests {
     }
 
     #[test]
+    fn the_hash_is_fixed() {
+        // Filters written by one build (or platform) are read by another: the digest of a
+        // value and the bits it sets must not change.
+        assert_eq!(Digest::of(b"http://x/1").0, 0x2162_4a00_47fa_459f);
+        let a: ArrayRef = Arc::new(StringArray::from(vec!["http://x/1"]));
+        let f = build(&[a], 0.01).unwrap();
+        assert_eq!(blake3::hash(&f).to_hex()[..16], *"d37a2bf2de956948");
+    }
+
+    #[test]
     fn all_null_matches_nothing_and_other_types_have_none() {
         let nulls: ArrayRef = Arc::new(StringViewArray::from(vec![None::<&str>, None]));
         let f = build(&[nulls], 0.01).unwrap();
-        assert!(f.is_empty());
+        assert!(!f.is_empty());
         assert!(!Filter::from_bytes(&f).unwrap().may_contain(b""));
+        assert!(!Filter::from_bytes(&f).unwrap().may_contain(b"x"));
+        // No filter: anything may be there.
+        assert!(Filter::from_bytes(&[]).unwrap().may_contain(b"x"));
         let ints: ArrayRef = Arc::new(Int32Array::from(vec![1, 2]));
         assert!(build(&[ints], 0.01).is_none());
     }
@@ -220,9 +252,10 @@ mod tests {
         let b: ArrayRef = Arc::new(StringArray::from(vec!["c"]));
         let fa = build(&[a], 0.01).unwrap();
         let fb = build(&[b], 0.01).unwrap();
+        let nothing: ArrayRef = Arc::new(StringArray::from(vec![None::<&str>]));
         let (bytes, sections) = encode_sidecar(&[
             ("URL".into(), vec![fa, fb.clone()]),
-            ("Title".into(), vec![Vec::new(), fb]),
+            ("Title".into(), vec![build(&[nothing], 0.01).unwrap(), fb]),
         ]);
         assert_eq!(&bytes[..8], MAGIC);
         let (_, off, len) = &sections[0];

@@ -30,7 +30,10 @@ pub struct StageTimes {
     /// Waiting for input (measured by the caller's source; see [`Loader::add_read_time`]).
     pub read_s: f64,
     pub sort_s: f64,
+    /// Includes `blooms_s`.
     pub encode_s: f64,
+    /// Building the per-object Bloom filters of the sidecar (part of `encode_s`).
+    pub blooms_s: f64,
     pub upload_s: f64,
     pub commit_s: f64,
 }
@@ -334,8 +337,8 @@ impl Loader {
             .map(|&c| schema.field(c).name().clone())
             .collect();
         let bloom_fpp = self.layout.bloom.fpp;
-        let worker =
-            tokio::task::spawn_blocking(move || -> Result<(f64, f64, Option<f64>), LoadError> {
+        let worker = tokio::task::spawn_blocking(
+            move || -> Result<(f64, f64, f64, Option<f64>), LoadError> {
                 let t = Instant::now();
                 let batches = match &order {
                     Some(o) => {
@@ -350,7 +353,7 @@ impl Loader {
                 let t = Instant::now();
                 let (props, bytes_per_row) =
                     writer_properties(&layout, &run, zstd_level, object_bytes)?;
-                let calibration = cut_run(
+                let (calibration, blooms_s) = cut_run(
                     &run,
                     order.as_ref(),
                     &range_columns,
@@ -370,8 +373,9 @@ impl Loader {
                 // The rows are gone once the last object is encoded: return their budget.
                 drop(run);
                 drop(run_permit);
-                Ok((sort_s, t.elapsed().as_secs_f64(), calibration))
-            });
+                Ok((sort_s, t.elapsed().as_secs_f64(), blooms_s, calibration))
+            },
+        );
 
         let mut uploads: JoinSet<Uploaded> = JoinSet::new();
         let mut failure: Option<LoadError> = None;
@@ -439,11 +443,12 @@ impl Loader {
         match (worked, failure) {
             // An upload's failure is the cause; the worker then only saw the pipeline close.
             (_, Some(e)) | (Err(e), None) => Err(e),
-            (Ok((sort_s, encode_s, calibration)), None) => {
+            (Ok((sort_s, encode_s, blooms_s, calibration)), None) => {
                 tracing::info!(run = run_no, objects = seq, sort_s, encode_s, "run stored");
                 self.calibration = calibration;
                 self.stages.sort_s += sort_s;
                 self.stages.encode_s += encode_s;
+                self.stages.blooms_s += blooms_s;
                 Ok(())
             }
         }

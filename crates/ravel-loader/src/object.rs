@@ -247,8 +247,9 @@ pub(crate) fn cut_run(
     calibration: Option<f64>,
     bytes_per_row: f64,
     mut emit: impl FnMut(Encoded) -> Result<(), LoadError>,
-) -> Result<Option<f64>, LoadError> {
+) -> Result<(Option<f64>, f64), LoadError> {
     let mut calibration = calibration;
+    let mut blooms_s = 0.0;
     let key_cols = match order {
         Some(o) => Some(
             run.batches
@@ -338,6 +339,7 @@ pub(crate) fn cut_run(
                 ranges.insert(schema.field(c).name().clone(), r);
             }
         }
+        let t = std::time::Instant::now();
         let blooms = {
             use rayon::prelude::*;
             bloom_columns
@@ -348,6 +350,7 @@ pub(crate) fn cut_run(
                 })
                 .collect()
         };
+        blooms_s += t.elapsed().as_secs_f64();
         emit(Encoded {
             bytes: bytes::Bytes::from(bytes),
             rows: end - start,
@@ -358,7 +361,7 @@ pub(crate) fn cut_run(
         })?;
         start = end;
     }
-    Ok(calibration)
+    Ok((calibration, blooms_s))
 }
 
 #[cfg(test)]

@@ -54,16 +54,18 @@ fn lit_of(v: &ScalarValue) -> Option<Lit> {
 /// Compares a manifest value with a literal; `None` when they are not comparable.
 fn cmp(v: &Value, lit: &Lit, binary: bool) -> Option<Ordering> {
     match (v, lit) {
+        // Floats in IEEE total order, as Arrow compares them (-0.0 < 0.0). NaN and infinities
+        // are recorded as null, which compares with nothing and keeps the object.
         (Value::Number(n), Lit::Int(i)) => {
             if let Some(x) = n.as_i64() {
                 Some((x as i128).cmp(i))
             } else if let Some(x) = n.as_u64() {
                 Some((x as i128).cmp(i))
             } else {
-                n.as_f64()?.partial_cmp(&(*i as f64))
+                Some(n.as_f64()?.total_cmp(&(*i as f64)))
             }
         }
-        (Value::Number(n), Lit::Float(f)) => n.as_f64()?.partial_cmp(f),
+        (Value::Number(n), Lit::Float(f)) => Some(n.as_f64()?.total_cmp(f)),
         (Value::String(s), Lit::Str(l)) if binary => {
             // Binary columns are recorded as lowercase hex, which keeps byte order.
             let hex: String = l.bytes().map(|b| format!("{b:02x}")).collect();
@@ -98,10 +100,25 @@ fn widening(from: &DataType, to: &DataType) -> bool {
     }
 }
 
+/// The value of a literal, through casts that keep it: an integer cast to an integer (or date)
+/// type that holds it, a float to a float type, a string to a string type. Any other cast may
+/// change the value (`CAST(62.7 AS INT)`), so it is no literal here and keeps the object.
 fn literal(e: &Expr) -> Option<Lit> {
     match e {
         Expr::Literal(v, _) => lit_of(v),
-        Expr::Cast(c) => literal(&c.expr),
+        Expr::Cast(c) => {
+            let inner = literal(&c.expr)?;
+            let to = c.field.data_type();
+            let keeps = match &inner {
+                Lit::Int(i) => int_range(to).is_some_and(|(lo, hi)| lo <= *i && *i <= hi),
+                Lit::Float(_) => matches!(to, DataType::Float32 | DataType::Float64),
+                Lit::Str(_) => matches!(
+                    to,
+                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+                ),
+            };
+            keeps.then_some(inner)
+        }
         _ => None,
     }
 }
@@ -409,9 +426,26 @@ mod tests {
         assert!(keep(col("Other").eq(lit(1))));
         assert!(keep(col("CounterID").eq(lit(ScalarValue::Int32(None)))));
         assert!(keep(cast(col("CounterID"), DataType::Utf8).eq(lit("x"))));
+        // A literal cast that changes its value is no literal: CAST(62.7 AS INT) is 62.
+        assert!(keep(col("CounterID").eq(cast(lit(62.7), DataType::Int32))));
+        assert!(!keep(
+            col("CounterID").eq(cast(lit(71i64), DataType::Int32))
+        ));
         // A narrowing cast may change values: it keeps the object.
         let o = object(&[("UserID", json!(1i64 << 40), json!(1i64 << 41))]);
         assert!(p.may_match(&o, &[cast(col("UserID"), DataType::Int32).eq(lit(0))]));
+    }
+
+    #[test]
+    fn floats_compare_in_total_order() {
+        use datafusion::arrow::datatypes::{Field, Schema};
+        let schema = Schema::new(vec![Field::new("F", DataType::Float64, true)]);
+        let p = Pruner::new(&schema);
+        // An object whose values are all -0.0 holds rows with F < 0.0 (Arrow's total order).
+        let o = object(&[("F", json!(-0.0), json!(-0.0))]);
+        assert!(p.may_match(&o, &[col("F").lt(lit(0.0))]));
+        assert!(!p.may_match(&o, &[col("F").gt(lit(-0.0))]));
+        assert!(!p.may_match(&o, &[col("F").gt_eq(lit(0.0))]));
     }
 
     #[test]

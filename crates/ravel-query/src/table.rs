@@ -36,6 +36,9 @@ pub struct ScanCounts {
     pub total: usize,
 }
 
+/// Sidecar sections read so far: the filters of every object of a load, by (load, column).
+type Sections = HashMap<(usize, String), Arc<Vec<Filter>>>;
+
 /// A ravel table: the objects of its manifests.
 #[derive(Debug)]
 pub struct RavelTable {
@@ -47,7 +50,7 @@ pub struct RavelTable {
     /// Per load, its Bloom sidecar.
     blooms: Vec<Option<BloomIndex>>,
     /// Sidecar sections read so far, by (load, column): a hot statement reads none again.
-    sections: tokio::sync::Mutex<HashMap<(usize, String), Arc<Vec<Filter>>>>,
+    sections: tokio::sync::Mutex<Sections>,
     /// The store the sidecars are read from (the counting one).
     store: Arc<dyn ObjectStore>,
     /// The column every object is sorted by first (nulls first), if the table is clustered.
@@ -101,57 +104,75 @@ impl RavelTable {
         self.last_scan.clone()
     }
 
-    /// The filters of `column` for every object of load `load`, read once per table.
-    async fn section(&self, load: usize, column: &str) -> DfResult<Option<Arc<Vec<Filter>>>> {
+    /// Reads the filters of `column` for every object of load `load`, if it has a sidecar.
+    async fn read_section(&self, load: usize, column: &str) -> DfResult<Option<Vec<Filter>>> {
         let Some(index) = &self.blooms[load] else {
             return Ok(None);
         };
         let Some(s) = index.columns.get(column) else {
             return Ok(None);
         };
-        let mut cache = self.sections.lock().await;
-        if let Some(f) = cache.get(&(load, column.to_string())) {
-            return Ok(Some(f.clone()));
-        }
         let path = object_store::path::Path::from(index.key.as_str());
         let bytes = self
             .store
             .get_range(&path, s.offset..s.offset + s.len)
             .await?;
         let objects = self.origins.iter().filter(|(l, _)| *l == load).count();
-        let filters = Arc::new(ravel_bloom::decode_section(&bytes, objects).map_err(|e| {
+        let filters = ravel_bloom::decode_section(&bytes, objects).map_err(|e| {
             datafusion::error::DataFusionError::External(
                 format!("Bloom sidecar {}: {e}", index.key).into(),
             )
-        })?);
-        cache.insert((load, column.to_string()), filters.clone());
+        })?;
         Ok(Some(filters))
     }
 
-    /// The objects that may hold rows matching `filters`.
+    /// The objects that may hold rows matching `filters`: first by the manifest's ranges, then,
+    /// for the string columns the statement compares for equality, by the Bloom sidecars of the
+    /// loads that still have objects in play (read concurrently, once per table).
     async fn kept(&self, p: &Pruner, filters: &[Expr]) -> DfResult<Vec<&ObjectEntry>> {
-        // Per load, the sidecar sections of the columns the statement compares for equality.
+        let by_range: Vec<usize> = (0..self.objects.len())
+            .filter(|&i| p.may_match(&self.objects[i], filters))
+            .collect();
         let columns = p.equality_columns(filters);
-        let mut sections: Vec<Vec<(&str, Arc<Vec<Filter>>)>> = vec![Vec::new(); self.blooms.len()];
-        for (load, per_load) in sections.iter_mut().enumerate() {
-            for c in &columns {
-                if let Some(f) = self.section(load, c).await? {
-                    per_load.push((c.as_str(), f));
-                }
+        if columns.is_empty() || by_range.is_empty() {
+            return Ok(by_range.into_iter().map(|i| &self.objects[i]).collect());
+        }
+        let loads: std::collections::BTreeSet<usize> =
+            by_range.iter().map(|&i| self.origins[i].0).collect();
+        let missing: Vec<(usize, String)> = {
+            let cache = self.sections.lock().await;
+            loads
+                .iter()
+                .flat_map(|&l| columns.iter().map(move |c| (l, c.clone())))
+                .filter(|k| !cache.contains_key(k))
+                .collect()
+        };
+        let read = futures::future::try_join_all(missing.into_iter().map(|(l, c)| async move {
+            let f = self.read_section(l, &c).await?;
+            Ok::<_, datafusion::error::DataFusionError>(((l, c), f))
+        }))
+        .await?;
+        let mut cache = self.sections.lock().await;
+        for (k, f) in read {
+            // A load without a filter of this column keeps its objects.
+            if let Some(f) = f {
+                cache.insert(k, Arc::new(f));
             }
         }
-        Ok(self
-            .objects
-            .iter()
-            .zip(&self.origins)
-            .filter(|(o, (load, pos))| {
-                let blooms: Vec<(&str, &Filter)> = sections[*load]
+        Ok(by_range
+            .into_iter()
+            .filter(|&i| {
+                let (load, pos) = self.origins[i];
+                let blooms: Vec<(&str, &Filter)> = columns
                     .iter()
-                    .map(|(c, f)| (*c, &f[*pos]))
+                    .filter_map(|c| {
+                        let f = cache.get(&(load, c.clone()))?;
+                        Some((c.as_str(), &f[pos]))
+                    })
                     .collect();
-                p.may_match_with(o, &blooms, filters)
+                p.may_match_with(&self.objects[i], &blooms, filters)
             })
-            .map(|(o, _)| o)
+            .map(|i| &self.objects[i])
             .collect())
     }
 
