@@ -57,7 +57,8 @@ pub enum BloomError {
     Invalid(&'static str),
 }
 
-/// Whether a column of this type gets a filter.
+/// Whether a column of this type gets a filter: string and binary types (the layout's `text`
+/// Bloom scope is exactly these).
 pub fn supported(t: &DataType) -> bool {
     matches!(
         t,
@@ -67,6 +68,7 @@ pub fn supported(t: &DataType) -> bool {
             | DataType::Binary
             | DataType::LargeBinary
             | DataType::BinaryView
+            | DataType::FixedSizeBinary(_)
     )
 }
 
@@ -86,6 +88,7 @@ fn for_each_value<'a>(a: &'a dyn Array, mut f: impl FnMut(&'a [u8])) {
         DataType::Binary => each!(a.as_binary::<i32>()),
         DataType::LargeBinary => each!(a.as_binary::<i64>()),
         DataType::BinaryView => each!(a.as_binary_view()),
+        DataType::FixedSizeBinary(_) => each!(a.as_fixed_size_binary()),
         _ => {}
     }
 }
@@ -102,6 +105,7 @@ pub fn value_bytes(a: &dyn Array, i: usize) -> Option<&[u8]> {
         DataType::Binary => a.as_binary::<i32>().value(i),
         DataType::LargeBinary => a.as_binary::<i64>().value(i),
         DataType::BinaryView => a.as_binary_view().value(i),
+        DataType::FixedSizeBinary(_) => a.as_fixed_size_binary().value(i),
         _ => return None,
     })
 }

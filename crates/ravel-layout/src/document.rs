@@ -117,18 +117,10 @@ impl fmt::Display for BloomScope {
     }
 }
 
-/// True for string and binary types (the `text` Bloom scope).
+/// True for string and binary types (the `text` Bloom scope): the types a per-object Bloom
+/// filter of the load's sidecar can hold.
 pub fn is_text(dt: &DataType) -> bool {
-    matches!(
-        dt,
-        DataType::Utf8
-            | DataType::LargeUtf8
-            | DataType::Utf8View
-            | DataType::Binary
-            | DataType::LargeBinary
-            | DataType::BinaryView
-            | DataType::FixedSizeBinary(_)
-    )
+    ravel_bloom::supported(dt)
 }
 
 /// True for the types the clustering order can sort.
