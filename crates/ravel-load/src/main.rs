@@ -18,9 +18,12 @@ use ravel_memcmp as _;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
+/// The version and the git commit of the build (benchmark results record both).
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("RAVEL_COMMIT"), ")");
+
 /// Turns a wide event table into clustered columnar objects in object storage.
 #[derive(Parser)]
-#[command(name = "ravel-load", version, about, long_about = None)]
+#[command(name = "ravel-load", version = VERSION, about, long_about = None)]
 struct Cli {
     /// More log output (repeat for more); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]

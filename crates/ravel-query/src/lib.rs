@@ -256,6 +256,9 @@ pub struct StatementRun {
     pub objects_total: Option<usize>,
     /// Objects kept by the manifest's ranges.
     pub objects_kept: Option<usize>,
+    /// Store traffic of the hot run (what the context's caches did not save).
+    pub hot_gets: Option<u64>,
+    pub hot_bytes: Option<u64>,
     pub error: Option<String>,
 }
 
@@ -291,6 +294,8 @@ pub async fn bench_statements(
             objects_touched: None,
             objects_total: None,
             objects_kept: None,
+            hot_gets: None,
+            hot_bytes: None,
             error: None,
         };
         // Cold: a new store handle (no connection, no cache) and a new context.
@@ -312,7 +317,11 @@ pub async fn bench_statements(
                 run.objects_total = Some(q.opened().objects);
                 run.objects_kept = Some(a.scan.kept);
                 match q.sql(sql).await {
-                    Ok(hot) => run.hot_s = Some(hot.wall_s),
+                    Ok(hot) => {
+                        run.hot_s = Some(hot.wall_s);
+                        run.hot_gets = Some(hot.traffic.gets);
+                        run.hot_bytes = Some(hot.traffic.bytes);
+                    }
                     Err(e) => run.error = Some(format!("hot run: {e}")),
                 }
             }
