@@ -4,6 +4,7 @@
 //! last.
 
 mod error;
+pub mod kernels;
 mod loader;
 mod object;
 mod options;

@@ -657,7 +657,7 @@ impl Loader {
 /// random reads stay within that column's buffers, which keeps them in cache). Each source
 /// column is released as soon as its sorted copy exists, so the run never needs twice its
 /// memory: at any moment only the columns being gathered exist twice.
-fn gather_consuming(
+pub(crate) fn gather_consuming(
     schema: &SchemaRef,
     batches: Vec<RecordBatch>,
     order: &[(usize, usize)],

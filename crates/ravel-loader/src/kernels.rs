@@ -1,0 +1,50 @@
+//! The load's hot parts as plain functions, so micro-benchmarks (`benches/ravel-bench`) time
+//! the code a load runs rather than a copy of it. Not an API for loading: use [`crate::Loader`].
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use ravel_layout::Layout;
+
+use crate::LoadError;
+use crate::object::{Run, cut_run, writer_properties};
+
+/// The rows of `batches` in `order` (`(batch, row)` pairs, as
+/// [`ravel_layout::ClusteringOrder::merge_order`] returns them), gathered as a sorted run is:
+/// column by column in parallel.
+pub fn gather(
+    schema: &SchemaRef,
+    batches: Vec<RecordBatch>,
+    order: &[(usize, usize)],
+) -> Result<RecordBatch, LoadError> {
+    crate::loader::gather_consuming(schema, batches, order)
+}
+
+/// Encodes sorted rows into objects as a load does (dictionary trials, writer properties of
+/// `layout`, zstd at `zstd_level`, cut near `object_bytes`), without ranges or sidecar
+/// filters; returns each object's stored size.
+pub fn encode_objects(
+    layout: &Layout,
+    batch: RecordBatch,
+    zstd_level: i32,
+    object_bytes: u64,
+) -> Result<Vec<usize>, LoadError> {
+    let run = Run::new(batch.schema(), vec![batch]);
+    let (props, bytes_per_row) = writer_properties(layout, &run, zstd_level, object_bytes)?;
+    let mut sizes = Vec::new();
+    cut_run(
+        &run,
+        None,
+        &[],
+        &[],
+        layout.bloom.fpp,
+        &props,
+        object_bytes,
+        None,
+        bytes_per_row,
+        |o| {
+            sizes.push(o.bytes.len());
+            Ok(())
+        },
+    )?;
+    Ok(sizes)
+}
