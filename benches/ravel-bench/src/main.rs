@@ -1,30 +1,75 @@
-//! `ravel-bench`: measurements of ravel-load that are too slow or too machine-dependent for
-//! tests. Figures are printed; ratios against a baseline in the same run are what to compare.
+//! `ravel-bench`: the benchmark harness of ravel-load, in the db_bench tradition: a fixed
+//! sequence of steps on one generated dataset, one JSON result per run, comparison of results
+//! (`compare`) and of two builds interleaved (`ab`). Figures are measured on `ravel-load`
+//! processes (wall time and the kernel's peak RSS of each), so any two builds compare.
 
+mod ab;
+mod compare;
+mod exec;
+mod machine;
+mod presort;
+mod result;
+mod steps;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Instant;
 
 // The same memcmp/bcmp as ravel-load, so that measurements match the product.
 use ravel_memcmp as _;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use arrow::array::RecordBatch;
 use arrow::compute::{concat_batches, take_record_batch};
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use ravel_hits::{Convention, GenOptions, Generator};
 use ravel_layout::{ClusteringOrder, Layout};
 
+use result::{BenchResult, Build, FORMAT, Flags, Step};
+use steps::{StepName, Workload};
+
+const DEFAULT_QUERIES: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../../shared/clickbench/queries.sql"
+);
+const DEFAULT_PEERS_PY: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../../shared/bench/peers.py"
+);
+
 #[derive(Parser)]
 #[command(name = "ravel-bench", about)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Cmd,
 }
 
 #[derive(Subcommand)]
-enum Command {
+enum Cmd {
+    /// Run gen, then the steps (load, load-presorted, load-unclustered, verify, queries-cold,
+    /// queries-hot) and the peers on one generated dataset; write one JSON result.
+    Run(RunArgs),
+    /// Compare results: one row per step and figure, one column per result, the change from
+    /// the first in percent, flagged outside the noise band.
+    Compare(CompareArgs),
+    /// Run two builds interleaved (A B A B …) on the same data; per-step ratios B/A with
+    /// min/median/max.
+    Ab(AbArgs),
+    /// Write the rows of a Parquet file sorted by the hits clustering key (the input of
+    /// `load-presorted`; `run` and `ab` call it as a child process so that their own memory
+    /// stays small: a child's peak RSS counts its parent's at the fork).
+    #[command(hide = true)]
+    Presort {
+        #[arg(long)]
+        input: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long)]
+        memory: usize,
+    },
     /// Stored size of generated hits sorted by the hits clustering key vs in arrival order
     /// (zstd level 3, row groups of 240k rows, same writer settings for both).
     ClusterGain {
@@ -41,15 +86,373 @@ enum Command {
     },
 }
 
+#[derive(Args, Clone)]
+struct DataArgs {
+    /// Rows to generate (hits, raw convention).
+    #[arg(long, default_value_t = 2_000_000)]
+    rows: u64,
+    /// Generator seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Steps after gen, comma-separated (default: all, always run in their fixed order).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    steps: Vec<StepName>,
+    /// Statements of the query steps.
+    #[arg(long, default_value = DEFAULT_QUERIES)]
+    queries: PathBuf,
+    /// An extra argument for every `ravel-load load` (repeat), e.g. `--load-arg=--zstd-level=1`.
+    #[arg(long = "load-arg", allow_hyphen_values = true)]
+    load_args: Vec<String>,
+    /// Working directory (default: a new directory in the system's temp dir, removed at the
+    /// end).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Keep the working directory.
+    #[arg(long)]
+    keep: bool,
+    /// Bytes DataFusion may hold while sorting the presorted input (it spills beyond).
+    #[arg(long, default_value_t = 4 << 30)]
+    presort_memory: usize,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    data: DataArgs,
+    /// The ravel-load binary (default: the one beside this ravel-bench).
+    #[arg(long)]
+    bin: Option<PathBuf>,
+    /// Where to write the JSON result.
+    #[arg(long)]
+    out: PathBuf,
+    /// Times to run the steps (and peers); repeats let `compare` estimate the noise band.
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// Peers to run on the same input after the steps, comma-separated (duckdb, polars, chdb,
+    /// pyarrow, datafusion).
+    #[arg(long, value_delimiter = ',')]
+    peers: Vec<String>,
+    /// The peers script.
+    #[arg(long, default_value = DEFAULT_PEERS_PY)]
+    peers_py: PathBuf,
+    /// The Python that runs it.
+    #[arg(long, default_value = "python3")]
+    python: String,
+}
+
+#[derive(Args)]
+struct CompareArgs {
+    /// Result files; the first is the base of the percent changes.
+    #[arg(required = true)]
+    results: Vec<PathBuf>,
+    /// Noise band in percent, instead of the one estimated from repeated runs.
+    #[arg(long)]
+    noise: Option<f64>,
+}
+
+#[derive(Args)]
+struct AbArgs {
+    #[command(flatten)]
+    data: DataArgs,
+    /// Build A (the base).
+    #[arg(long)]
+    a: PathBuf,
+    /// Build B.
+    #[arg(long)]
+    b: PathBuf,
+    /// Rounds (each runs A's steps, then B's).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Where to write both results and the ratios as JSON.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
 fn main() -> Result<()> {
     match Cli::parse().command {
-        Command::ClusterGain {
+        Cmd::Run(a) => run(a),
+        Cmd::Compare(a) => {
+            let results = a
+                .results
+                .iter()
+                .map(|p| Ok((p.display().to_string(), BenchResult::read(p)?)))
+                .collect::<Result<Vec<_>>>()?;
+            print!("{}", compare::table(&results, a.noise));
+            Ok(())
+        }
+        Cmd::Ab(a) => ab(a),
+        Cmd::Presort { input, out, memory } => presort::presort(&input, &out, memory),
+        Cmd::ClusterGain {
             rows,
             seed,
             row_group,
             zstd,
         } => cluster_gain(rows, seed, row_group, zstd),
     }
+}
+
+fn build_of(bin: &Path) -> Result<Build> {
+    let out = Command::new(bin)
+        .arg("--version")
+        .output()
+        .with_context(|| format!("running {} --version", bin.display()))?;
+    if !out.status.success() {
+        bail!("{} --version failed", bin.display());
+    }
+    let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let commit = version
+        .rsplit_once('(')
+        .and_then(|(_, r)| r.strip_suffix(')'))
+        .unwrap_or("unknown")
+        .to_string();
+    Ok(Build {
+        bin: bin.display().to_string(),
+        version,
+        commit,
+    })
+}
+
+/// The working directory, removed on drop unless kept.
+struct WorkDir {
+    path: PathBuf,
+    remove: bool,
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if self.remove {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+fn work_dir(data: &DataArgs) -> Result<WorkDir> {
+    let (path, remove) = match &data.dir {
+        Some(d) => (d.clone(), false),
+        None => (
+            std::env::temp_dir().join(format!("ravel-bench-{}", std::process::id())),
+            !data.keep,
+        ),
+    };
+    std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
+    Ok(WorkDir { path, remove })
+}
+
+fn step_line(s: &Step) -> String {
+    if let Some(e) = &s.error {
+        return format!("{:<18} FAILED: {}", s.name, e.lines().next().unwrap_or(""));
+    }
+    let f = |k: &str| s.figures.get(k).copied();
+    let mut line = format!("{:<18} {:>8.2} s", s.name, f("wall_s").unwrap_or(0.0));
+    if let Some(v) = f("rows_per_s") {
+        line += &format!(" {:>10.0} rows/s", v);
+    }
+    if let Some(v) = f("peak_rss_mb") {
+        line += &format!(" {:>7.0} MB RSS", v);
+    }
+    if let Some(v) = f("stored_bytes") {
+        line += &format!(" {:>12.0} B", v);
+    }
+    if let Some(v) = f("gets") {
+        line += &format!(" {:>6.0} GETs", v);
+    }
+    if let Some(v) = f("wall_vs_ravel") {
+        line += &format!("  wall/ravel {v:.2}");
+    }
+    line
+}
+
+/// Generates the data with `gen_bin` and writes the presorted copy.
+fn prepare(
+    data: &DataArgs,
+    dir: &Path,
+    gen_bin: &Path,
+    peers: (Vec<String>, PathBuf, String),
+) -> Result<(Workload, Step, std::collections::BTreeMap<String, f64>)> {
+    let input = dir.join("hits.parquet");
+    let presorted = dir.join("hits-presorted.parquet");
+    let gen_step = steps::generate(gen_bin, data.rows, data.seed, &input)?;
+    eprintln!("{}", step_line(&gen_step));
+    let mut steps: Vec<StepName> = if data.steps.is_empty() {
+        StepName::ALL.to_vec()
+    } else {
+        data.steps.clone()
+    };
+    steps.sort();
+    steps.dedup();
+    let mut prep = std::collections::BTreeMap::new();
+    prep.insert("rss_floor_mb".into(), exec::floor()? as f64 / 1e6);
+    if steps.contains(&StepName::LoadPresorted) {
+        let t = Instant::now();
+        exec::run(
+            Command::new(std::env::current_exe()?)
+                .arg("presort")
+                .arg("--input")
+                .arg(&input)
+                .arg("--out")
+                .arg(&presorted)
+                .arg("--memory")
+                .arg(data.presort_memory.to_string()),
+        )?;
+        prep.insert("presort_s".into(), t.elapsed().as_secs_f64());
+        eprintln!(
+            "presorted input: {:.2} s (DataFusion sort, order checked)",
+            prep["presort_s"]
+        );
+    }
+    if steps
+        .iter()
+        .any(|s| matches!(s, StepName::QueriesCold | StepName::QueriesHot))
+        && !data.queries.is_file()
+    {
+        bail!(
+            "--queries {}: no such file (the query steps need it)",
+            data.queries.display()
+        );
+    }
+    let (peers, peers_py, python) = peers;
+    Ok((
+        Workload {
+            dir: dir.to_path_buf(),
+            input,
+            presorted,
+            rows: data.rows,
+            steps,
+            queries: data.queries.canonicalize().unwrap_or(data.queries.clone()),
+            load_args: data.load_args.clone(),
+            peers,
+            peers_py,
+            python,
+        },
+        gen_step,
+        prep,
+    ))
+}
+
+fn flags(w: &Workload, seed: u64) -> Flags {
+    Flags {
+        rows: w.rows,
+        seed,
+        steps: w.steps.iter().map(|s| s.name().to_string()).collect(),
+        peers: w.peers.clone(),
+        load_args: w.load_args.clone(),
+        queries: w.queries.display().to_string(),
+    }
+}
+
+fn run(args: RunArgs) -> Result<()> {
+    let bin = match args.bin {
+        Some(b) => b,
+        None => std::env::current_exe()?.with_file_name("ravel-load"),
+    };
+    let build = build_of(&bin)?;
+    let machine = machine::facts();
+    let started = chrono::Utc::now().to_rfc3339();
+    eprintln!(
+        "{} · {} cores · {} kB · {}",
+        build.version, machine.cores, machine.mem_total_kb, machine.cpu_model
+    );
+    let dir = work_dir(&args.data)?;
+    let (w, gen_step, prep) = prepare(
+        &args.data,
+        &dir.path,
+        &bin,
+        (
+            args.peers.clone(),
+            args.peers_py.clone(),
+            args.python.clone(),
+        ),
+    )?;
+    let mut runs = Vec::new();
+    for i in 0..args.repeat.max(1) {
+        eprintln!("run {}/{}", i + 1, args.repeat.max(1));
+        let mut r = steps::run(&w, &bin, &mut |s| eprintln!("{}", step_line(s)));
+        if i == 0 {
+            r.steps.insert(0, gen_step.clone());
+        }
+        runs.push(r);
+    }
+    let result = BenchResult {
+        format: FORMAT.into(),
+        started,
+        build,
+        machine,
+        flags: flags(&w, args.data.seed),
+        prep,
+        runs,
+    };
+    result.write(&args.out)?;
+    print!("{}", result::summary(&result));
+    eprintln!("wrote {}", args.out.display());
+    let failed: Vec<&str> = result
+        .runs
+        .iter()
+        .flat_map(|r| &r.steps)
+        .filter(|s| s.error.is_some() && !s.name.starts_with("peer-"))
+        .map(|s| s.name.as_str())
+        .collect();
+    if !failed.is_empty() {
+        bail!("steps failed: {} (errors in the result)", failed.join(", "));
+    }
+    Ok(())
+}
+
+fn ab(args: AbArgs) -> Result<()> {
+    let (build_a, build_b) = (build_of(&args.a)?, build_of(&args.b)?);
+    eprintln!(
+        "A: {}
+B: {}",
+        build_a.version, build_b.version
+    );
+    let machine = machine::facts();
+    let started = chrono::Utc::now().to_rfc3339();
+    let dir = work_dir(&args.data)?;
+    // A generates the data both builds load.
+    let (w, gen_step, prep) = prepare(
+        &args.data,
+        &dir.path,
+        &args.a,
+        (Vec::new(), PathBuf::new(), String::new()),
+    )?;
+    let (mut runs_a, mut runs_b) = (Vec::new(), Vec::new());
+    for i in 0..args.runs.max(1) {
+        eprintln!("round {}/{}: A", i + 1, args.runs.max(1));
+        runs_a.push(steps::run(&w, &args.a, &mut |s| {
+            eprintln!("A {}", step_line(s))
+        }));
+        eprintln!("round {}/{}: B", i + 1, args.runs.max(1));
+        runs_b.push(steps::run(&w, &args.b, &mut |s| {
+            eprintln!("B {}", step_line(s))
+        }));
+    }
+    let ratios = ab::ratios(&runs_a, &runs_b);
+    print!("{}", ab::table(&ratios, runs_a.len()));
+    if let Some(out) = &args.out {
+        let result = |build: Build, mut runs: Vec<result::Run>| {
+            if let Some(r) = runs.first_mut() {
+                r.steps.insert(0, gen_step.clone());
+            }
+            BenchResult {
+                format: FORMAT.into(),
+                started: started.clone(),
+                build,
+                machine: machine.clone(),
+                flags: flags(&w, args.data.seed),
+                prep: prep.clone(),
+                runs,
+            }
+        };
+        let doc = serde_json::json!({
+            "format": "ravel-bench-ab/1",
+            "a": result(build_a, runs_a),
+            "b": result(build_b, runs_b),
+            "ratios": ratios,
+        });
+        std::fs::write(out, serde_json::to_string_pretty(&doc)? + "\n")
+            .with_context(|| format!("writing {}", out.display()))?;
+        eprintln!("wrote {}", out.display());
+    }
+    Ok(())
 }
 
 fn encoded_size(batch: &RecordBatch, props: WriterProperties) -> Result<usize> {
