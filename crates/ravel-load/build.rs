@@ -1,6 +1,6 @@
 //! Records the git commit the binary is built from, for `ravel-load --version` (benchmark
 //! results name the build they measured). `unknown` outside a git checkout; `-dirty` when
-//! tracked files differed from the commit when this script last ran.
+//! tracked files differ from the commit.
 
 use std::process::Command;
 
@@ -25,5 +25,13 @@ fn main() {
             println!("cargo:rerun-if-changed={dir}/{head}");
         }
     }
-    println!("cargo:rerun-if-changed=build.rs");
+    // …and when sources change, so that `-dirty` follows edits that are not staged.
+    for path in [
+        "../../crates",
+        "../../benches",
+        "../../Cargo.toml",
+        "../../Cargo.lock",
+    ] {
+        println!("cargo:rerun-if-changed={path}");
+    }
 }

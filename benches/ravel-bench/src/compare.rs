@@ -3,7 +3,8 @@
 //!
 //! The noise band of a figure is estimated from repeated measurements of one build: the runs of
 //! a file (`--repeat`), pooled with those of other files of the same build, flags and machine.
-//! It is the largest spread (max − min, over the median) seen among such repeats. `--noise`
+//! It is the largest spread (max − min, over the median) seen among such repeats; builds
+//! labelled `-dirty` or `unknown` are not pooled across files. `--noise`
 //! replaces the estimate; without either, nothing is flagged, and the table says so.
 
 use std::collections::BTreeMap;
@@ -16,9 +17,18 @@ type Key = (String, String);
 /// The noise band in percent of each (step, figure) that some build measured at least twice.
 pub fn estimate_noise(results: &[BenchResult]) -> BTreeMap<Key, f64> {
     let mut groups: BTreeMap<String, BTreeMap<Key, Vec<f64>>> = BTreeMap::new();
-    for r in results {
+    for (i, r) in results.iter().enumerate() {
+        // A build named by a clean commit is the same code wherever it appears; a dirty or
+        // unknown one may not be, so its runs count only among themselves.
+        let commit = &r.build.commit;
+        let same_code = commit != "unknown" && !commit.ends_with("-dirty");
         let group = format!(
-            "{}|{}|{}",
+            "{}|{}|{}|{}",
+            if same_code {
+                String::new()
+            } else {
+                i.to_string()
+            },
             r.build.commit,
             serde_json::to_string(&r.flags).unwrap_or_default(),
             r.machine.hostname
@@ -145,7 +155,9 @@ pub fn table(results: &[(String, BenchResult)], noise_flag: Option<f64>) -> Stri
                     };
                     format!("{} {pct:+.1}%{flag}", fmt_value(v))
                 }
-                (Some(&v), _) => fmt_value(v),
+                (Some(&v), _) if v == 0.0 => fmt_value(v),
+                // From zero (e.g. failed statements): no percent, but a change all the same.
+                (Some(&v), _) => format!("{} (was 0) *changed", fmt_value(v)),
             };
             let _ = write!(out, " {cell:>24}");
         }

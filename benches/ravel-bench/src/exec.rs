@@ -1,8 +1,8 @@
 //! Running a child process and measuring it: wall seconds and peak RSS (the kernel's
 //! `ru_maxrss` of that child, read with `wait4`), output captured.
 //!
-//! Linux counts in a child's `ru_maxrss` the resident memory of its parent at the fork, so the
-//! harness keeps its own memory small (the DataFusion presort runs as a child of its own);
+//! Linux counts in a child's `ru_maxrss` the peak resident memory of its parent before the
+//! exec, so the harness keeps its own memory small (the DataFusion presort runs as a child of its own);
 //! [`floor`] measures what an empty child reports, which the result records.
 
 use std::io::Read;
@@ -15,6 +15,9 @@ use anyhow::{Context, Result, bail};
 pub struct Measured {
     pub wall_s: f64,
     pub peak_rss_bytes: u64,
+    /// CPU seconds in user and kernel mode.
+    pub user_s: f64,
+    pub sys_s: f64,
     pub stdout: String,
 }
 
@@ -77,6 +80,8 @@ pub fn run(cmd: &mut Command) -> Result<Measured> {
         wall_s,
         // Linux reports ru_maxrss in KiB.
         peak_rss_bytes: usage.ru_maxrss as u64 * 1024,
+        user_s: usage.ru_utime.tv_sec as f64 + usage.ru_utime.tv_usec as f64 / 1e6,
+        sys_s: usage.ru_stime.tv_sec as f64 + usage.ru_stime.tv_usec as f64 / 1e6,
         stdout,
     })
 }

@@ -384,12 +384,19 @@ fn run(args: RunArgs) -> Result<()> {
     result.write(&args.out)?;
     print!("{}", result::summary(&result));
     eprintln!("wrote {}", args.out.display());
-    let failed: Vec<&str> = result
-        .runs
+    check_steps(&[("", &result.runs)])
+}
+
+/// An error naming every step (peers aside) that failed in `runs`, labelled by build.
+fn check_steps(runs: &[(&str, &[result::Run])]) -> Result<()> {
+    let failed: Vec<String> = runs
         .iter()
-        .flat_map(|r| &r.steps)
-        .filter(|s| s.error.is_some() && !s.name.starts_with("peer-"))
-        .map(|s| s.name.as_str())
+        .flat_map(|(label, runs)| {
+            runs.iter()
+                .flat_map(|r| &r.steps)
+                .filter(|s| s.error.is_some() && !s.name.starts_with("peer-"))
+                .map(move |s| format!("{label}{}", s.name))
+        })
         .collect();
     if !failed.is_empty() {
         bail!("steps failed: {} (errors in the result)", failed.join(", "));
@@ -427,6 +434,7 @@ B: {}",
     }
     let ratios = ab::ratios(&runs_a, &runs_b);
     print!("{}", ab::table(&ratios, runs_a.len()));
+    let failures = check_steps(&[("A ", &runs_a), ("B ", &runs_b)]);
     if let Some(out) = &args.out {
         let result = |build: Build, mut runs: Vec<result::Run>| {
             if let Some(r) = runs.first_mut() {
@@ -452,7 +460,7 @@ B: {}",
             .with_context(|| format!("writing {}", out.display()))?;
         eprintln!("wrote {}", out.display());
     }
-    Ok(())
+    failures
 }
 
 fn encoded_size(batch: &RecordBatch, props: WriterProperties) -> Result<usize> {

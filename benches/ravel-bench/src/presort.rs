@@ -22,10 +22,15 @@ pub fn presort(input: &Path, out: &Path, memory_limit: usize) -> Result<()> {
         let env = RuntimeEnvBuilder::new()
             .with_memory_limit(memory_limit, 1.0)
             .build_arc()?;
-        let ctx = SessionContext::new_with_config_rt(
-            SessionConfig::new().with_target_partitions(cores),
-            env,
-        );
+        let mut config = SessionConfig::new().with_target_partitions(cores);
+        // Keep the input's types: by default DataFusion reads strings as views and would
+        // write them so, and the presorted load would then load other types than `load`.
+        config
+            .options_mut()
+            .execution
+            .parquet
+            .schema_force_view_types = false;
+        let ctx = SessionContext::new_with_config_rt(config, env);
         ctx.register_parquet(
             "hits",
             input.to_str().context("input path is not UTF-8")?,
@@ -43,10 +48,25 @@ pub fn presort(input: &Path, out: &Path, memory_limit: usize) -> Result<()> {
     })
     .with_context(|| format!("sorting {} into {}", input.display(), out.display()))?;
     let rows = check_sorted(out)?;
-    let expected = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(input)?)?
-        .metadata()
-        .file_metadata()
-        .num_rows() as u64;
+    let open = |p: &Path| -> Result<_> {
+        Ok(ParquetRecordBatchReaderBuilder::try_new(
+            std::fs::File::open(p)?,
+        )?)
+    };
+    let (source, sorted) = (open(input)?, open(out)?);
+    let types = |b: &ParquetRecordBatchReaderBuilder<std::fs::File>| {
+        b.schema()
+            .fields()
+            .iter()
+            .map(|f| (f.name().clone(), f.data_type().clone()))
+            .collect::<Vec<_>>()
+    };
+    ensure!(
+        types(&source) == types(&sorted),
+        "{}: the sorted copy's column types differ from the input's",
+        out.display()
+    );
+    let expected = source.metadata().file_metadata().num_rows() as u64;
     ensure!(
         rows == expected,
         "{}: {rows} rows, the input has {expected}",

@@ -73,9 +73,14 @@ fn file_bytes(p: &Path) -> u64 {
 }
 
 fn figures(m: &Measured) -> BTreeMap<String, f64> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     BTreeMap::from([
         ("wall_s".into(), m.wall_s),
         ("peak_rss_mb".into(), m.peak_rss_bytes as f64 / MB),
+        ("cpu_user_s".into(), m.user_s),
+        ("cpu_sys_s".into(), m.sys_s),
+        // The share of the machine's cores the process kept busy over its wall time.
+        ("cpu_busy".into(), (m.user_s + m.sys_s) / (m.wall_s * cores)),
     ])
 }
 
@@ -275,10 +280,9 @@ fn queries(bin: &Path, store: &Path, queries: &Path, want: &[StepName]) -> Resul
         let sum = |g: fn(&StatementFigures) -> Option<f64>| statements.iter().filter_map(g).sum();
         let wall: f64 = sum(|s| s.wall_s);
         let fetched: f64 = sum(|s| s.bytes_fetched.map(|v| v as f64));
-        let mut f = BTreeMap::new();
+        let mut f = figures(&m);
         f.insert("wall_s".into(), wall);
         f.insert("process_wall_s".into(), m.wall_s);
-        f.insert("peak_rss_mb".into(), m.peak_rss_bytes as f64 / MB);
         f.insert("gets".into(), sum(|s| s.gets.map(|v| v as f64)));
         f.insert("bytes_fetched".into(), fetched);
         f.insert("mb_in_per_s".into(), fetched / MB / wall.max(1e-9));
@@ -287,11 +291,23 @@ fn queries(bin: &Path, store: &Path, queries: &Path, want: &[StepName]) -> Resul
             "failed".into(),
             statements.iter().filter(|s| s.error.is_some()).count() as f64,
         );
+        // Sums cover the statements that ran: a failure must not pass for a faster step.
+        let failures: Vec<String> = statements
+            .iter()
+            .filter_map(|s| s.error.as_ref().map(|e| format!("Q{}: {e}", s.number)))
+            .collect();
+        let error = (!failures.is_empty()).then(|| {
+            format!(
+                "{} statement(s) failed: {}",
+                failures.len(),
+                failures.join("; ")
+            )
+        });
         out.push(Step {
             name: step.name().into(),
             figures: f,
             statements,
-            error: None,
+            error,
         });
     }
     Ok(out)
