@@ -2,7 +2,8 @@
 //! the public hits.parquet): the clustering permutation of a 1M-row run, gathering its 105
 //! columns by that permutation, encoding one object, and building one object's Bloom filters.
 //! They call the functions a load runs (`ravel_loader::kernels`, `ravel_layout`,
-//! `ravel_bloom`). Run with `cargo bench -p ravel-bench --bench micro`.
+//! `ravel_bloom`). Run with `cargo bench -p ravel-load -p ravel-bench --bench micro` (both
+//! packages: alone, ravel-bench unifies other features and cargo rebuilds DataFusion).
 
 use std::sync::Arc;
 use std::time::Duration;
