@@ -1,8 +1,8 @@
 //! Criterion micro-benchmarks of the load's hot parts, on generated hits (raw convention, as
 //! the public hits.parquet): the clustering permutation of a 1M-row run, gathering its 105
-//! columns by that permutation, encoding one object, and building one object's Bloom filters.
-//! They call the functions a load runs (`ravel_loader::kernels`, `ravel_layout`,
-//! `ravel_bloom`). Run with `cargo bench -p ravel-load -p ravel-bench --bench micro` (both
+//! columns by that permutation, and encoding one object (its Parquet Bloom filters included;
+//! the sidecar copies them). They call the functions a load runs (`ravel_loader::kernels`,
+//! `ravel_layout`). Run with `cargo bench -p ravel-load -p ravel-bench --bench micro` (both
 //! packages: alone, ravel-bench unifies other features and cargo rebuilds DataFusion).
 
 use std::sync::Arc;
@@ -82,24 +82,6 @@ fn benches(c: &mut Criterion) {
         b.iter(|| encode_objects(&layout, object.clone(), 3, OBJECT_BYTES).expect("encode"))
     });
 
-    let text: Vec<ArrayRef> = layout
-        .bloom
-        .scope
-        .columns(object.schema().as_ref())
-        .into_iter()
-        .map(|name| Arc::clone(object.column_by_name(name).expect("column")))
-        .collect();
-    let url = Arc::clone(object.column_by_name("URL").expect("URL"));
-    g.bench_function("Bloom filter of URL, one object", |b| {
-        b.iter(|| ravel_bloom::build(std::slice::from_ref(&url), layout.bloom.fpp))
-    });
-    g.bench_function("Bloom filters of every text column, one object", |b| {
-        b.iter(|| {
-            text.iter()
-                .map(|a| ravel_bloom::build(std::slice::from_ref(a), layout.bloom.fpp))
-                .collect::<Vec<_>>()
-        })
-    });
     g.finish();
 }
 

@@ -1,52 +1,37 @@
 //! Per-object Bloom filters of a load, kept in one sidecar object beside its manifest.
 //!
 //! Parquet's own Bloom filters sit inside each object: a reader pays a footer read and a
-//! filter read per object before it knows the object holds nothing. These filters answer the
-//! same question from the sidecar alone: for a statement `"URL" = '…'`, one ranged GET of the
-//! URL section of each load's sidecar tells which objects may hold the value, and the others
-//! are never opened.
+//! filter read per object before it knows the object holds nothing. The sidecar answers the
+//! same question from one object: for a statement `"URL" = '…'`, one ranged GET of the URL
+//! section of each load's sidecar tells which objects may hold the value, and the others are
+//! never opened.
 //!
-//! A filter holds the distinct non-null values of one string or binary column of one object,
-//! hashed as bytes (a Utf8 value and the Binary value of its UTF-8 bytes are the same item),
-//! built with the `bloomfilter` crate under a fixed seed so that any reader can probe it. Each
-//! value enters as its XXH3-64 digest written little-endian, so that the hash fed to the filter
-//! is the same on every platform (`Hash for [u8]` would write a native-width length). A column
-//! whose values are all null has a filter with nothing set: no equality can match it. An empty
-//! filter (zero bytes) means "no filter": every value may be there.
+//! The filters are the objects' own: each object has one row group, so the split-block Bloom
+//! filter parquet-rs wrote for a column chunk (sized by the layout's fpp, folded to the chunk's
+//! distinct values when the column closed) is the filter of that column of that object. The
+//! loader copies it, Thrift header and bitset as they stand in the file ([`from_object`]),
+//! instead of hashing every value a second time. A value is probed as parquet probes it: XXH64
+//! of its bytes (a Utf8 value and the Binary value of its UTF-8 bytes are the same item). A
+//! column whose values are all null has a filter with nothing set: no equality can match it.
+//! An empty filter (zero bytes) means "no filter": every value may be there.
 //!
-//! Sidecar layout: the magic `RAVELBF1`, then one section per column; a section is, for each
+//! Sidecar layout: the magic `RAVELBF2`, then one section per column; a section is, for each
 //! object in manifest order, a little-endian `u32` length and that many filter bytes. The
-//! manifest records each section's offset and length, so a reader fetches only the columns
-//! its statement compares.
+//! manifest records each section's offset and length (and the sidecar [`FORMAT`]), so a reader
+//! fetches only the columns its statement compares.
 
-use std::collections::HashSet;
-
-use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::array::{Array, AsArray};
 use arrow::datatypes::DataType;
-use bloomfilter::Bloom;
-
-/// A value as the filters see it: the XXH3-64 digest of its bytes, hashed as 8 little-endian
-/// bytes (platform-independent, unlike `Hash for [u8]` or `u64`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Digest(u64);
-
-impl Digest {
-    fn of(bytes: &[u8]) -> Digest {
-        Digest(twox_hash::XxHash3_64::oneshot(bytes))
-    }
-}
-
-impl std::hash::Hash for Digest {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        state.write(&self.0.to_le_bytes());
-    }
-}
-
-/// The hash seed of every filter (32 bytes): readers and writers must agree on it.
-const SEED: [u8; 32] = *b"ravel-load object bloom filter 1";
+use parquet::bloom_filter::Sbbf;
+use parquet::file::metadata::ParquetMetaData;
 
 /// First bytes of a sidecar.
-pub const MAGIC: &[u8; 8] = b"RAVELBF1";
+pub const MAGIC: &[u8; 8] = b"RAVELBF2";
+
+/// The sidecar format this crate writes and reads (recorded in the manifest). Format 1 held
+/// filters of the `bloomfilter` crate, built by hashing every value again; its sidecars are
+/// not read (readers then prune by ranges alone).
+pub const FORMAT: u32 = 2;
 
 /// Why a sidecar or filter could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -54,7 +39,7 @@ pub enum BloomError {
     #[error("Bloom sidecar section is cut short: {0}")]
     Truncated(String),
     #[error("Bloom filter is not valid: {0}")]
-    Invalid(&'static str),
+    Invalid(String),
 }
 
 /// Whether a column of this type gets a filter: string and binary types (the layout's `text`
@@ -70,27 +55,6 @@ pub fn supported(t: &DataType) -> bool {
             | DataType::BinaryView
             | DataType::FixedSizeBinary(_)
     )
-}
-
-/// Calls `f` with the bytes of every non-null value of `a` (a string or binary array).
-fn for_each_value<'a>(a: &'a dyn Array, mut f: impl FnMut(&'a [u8])) {
-    macro_rules! each {
-        ($arr:expr) => {
-            for v in $arr.iter().flatten() {
-                f(v.as_ref());
-            }
-        };
-    }
-    match a.data_type() {
-        DataType::Utf8 => each!(a.as_string::<i32>()),
-        DataType::LargeUtf8 => each!(a.as_string::<i64>()),
-        DataType::Utf8View => each!(a.as_string_view()),
-        DataType::Binary => each!(a.as_binary::<i32>()),
-        DataType::LargeBinary => each!(a.as_binary::<i64>()),
-        DataType::BinaryView => each!(a.as_binary_view()),
-        DataType::FixedSizeBinary(_) => each!(a.as_fixed_size_binary()),
-        _ => {}
-    }
 }
 
 /// The bytes of value `i` of `a` (a string or binary array); `None` for null or another type.
@@ -110,46 +74,56 @@ pub fn value_bytes(a: &dyn Array, i: usize) -> Option<&[u8]> {
     })
 }
 
-/// The filter of one column of one object (`pieces` are its values in order), sized for the
-/// object's distinct values at false-positive rate `fpp`. `None` when the type has no filter.
-pub fn build(pieces: &[ArrayRef], fpp: f64) -> Option<Vec<u8>> {
-    let first = pieces.first()?;
-    if !supported(first.data_type()) {
-        return None;
+/// The filter parquet-rs wrote for leaf column `leaf` of row group 0 of `file` (an encoded
+/// object and its metadata), as its Thrift header and bitset: the sidecar's entry for that
+/// column of that object. Empty (no filter: every value may be there) when the chunk has none.
+pub fn from_object(file: &[u8], meta: &ParquetMetaData, leaf: usize) -> Vec<u8> {
+    let Some(chunk) = meta.row_groups().first().map(|rg| rg.column(leaf)) else {
+        return Vec::new();
+    };
+    let (Some(offset), Some(len)) = (chunk.bloom_filter_offset(), chunk.bloom_filter_length())
+    else {
+        return Vec::new();
+    };
+    usize::try_from(offset)
+        .ok()
+        .and_then(|o| file.get(o..o + len.max(0) as usize))
+        .map_or_else(Vec::new, <[u8]>::to_vec)
+}
+
+/// A filter holding `values`, sized for their count at false-positive rate `fpp`, in the
+/// sidecar's form: the filter parquet-rs writes for a column chunk of these values, before it
+/// folds it. For tools and tests; the loader copies the objects' own filters instead.
+pub fn of_values<'a>(values: impl IntoIterator<Item = &'a [u8]>, fpp: f64) -> Vec<u8> {
+    let values: Vec<&[u8]> = values.into_iter().collect();
+    let mut f = Sbbf::new_with_ndv_fpp(values.len().max(1) as u64, fpp.clamp(1e-9, 0.5))
+        .expect("an fpp in (0, 1)");
+    for v in values {
+        f.insert(v);
     }
-    let mut distinct: HashSet<&[u8], ahash::RandomState> = HashSet::default();
-    for p in pieces {
-        for_each_value(p.as_ref(), |v| {
-            distinct.insert(v);
-        });
-    }
-    // All null: a filter with nothing set, which holds no value.
-    let mut bloom = Bloom::<Digest>::new_for_fp_rate_with_seed(distinct.len().max(1), fpp, &SEED)
-        .expect("a positive item count and an fpp in (0, 1)");
-    for v in distinct {
-        bloom.set(&Digest::of(v));
-    }
-    Some(bloom.into_bytes())
+    let mut out = Vec::new();
+    f.write(&mut out).expect("writing to a Vec");
+    out
 }
 
 /// A filter read back, ready to probe.
 #[derive(Debug)]
-pub struct Filter(Option<Bloom<Digest>>);
+pub struct Filter(Option<Sbbf>);
 
 impl Filter {
     pub fn from_bytes(bytes: &[u8]) -> Result<Filter, BloomError> {
         if bytes.is_empty() {
             return Ok(Filter(None));
         }
-        Bloom::from_slice(bytes)
+        Sbbf::from_bytes(bytes)
             .map(|b| Filter(Some(b)))
-            .map_err(BloomError::Invalid)
+            .map_err(|e| BloomError::Invalid(e.to_string()))
     }
 
     /// Whether the object may hold `value` (false: it certainly does not). An empty filter
     /// (no filter) may hold anything.
     pub fn may_contain(&self, value: &[u8]) -> bool {
-        self.0.as_ref().is_none_or(|b| b.check(&Digest::of(value)))
+        self.0.as_ref().is_none_or(|b| b.check(value))
     }
 }
 
@@ -200,20 +174,52 @@ pub fn decode_section(section: &[u8], objects: usize) -> Result<Vec<Filter>, Blo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{BinaryArray, Int32Array, StringArray, StringViewArray};
+    use arrow::array::{ArrayRef, BinaryArray, Int32Array, RecordBatch, StringArray};
+    use arrow::datatypes::{Field, Schema};
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::properties::WriterProperties;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
     use std::sync::Arc;
 
+    /// One object: `columns` written as one row group with Bloom filters on every column,
+    /// and the filter of each column as the sidecar would hold it.
+    fn object(columns: Vec<(&str, ArrayRef)>) -> (bytes::Bytes, Vec<Vec<u8>>) {
+        let schema = Arc::new(Schema::new(
+            columns
+                .iter()
+                .map(|(n, a)| Field::new(*n, a.data_type().clone(), true))
+                .collect::<Vec<_>>(),
+        ));
+        let batch =
+            RecordBatch::try_new(schema.clone(), columns.into_iter().map(|c| c.1).collect())
+                .unwrap();
+        let props = WriterProperties::builder()
+            .set_bloom_filter_enabled(true)
+            .set_bloom_filter_fpp(0.01)
+            .build();
+        let mut w = ArrowWriter::try_new(Vec::new(), schema, Some(props)).unwrap();
+        w.write(&batch).unwrap();
+        let file = bytes::Bytes::from(w.into_inner().unwrap());
+        let meta = SerializedFileReader::new(file.clone())
+            .unwrap()
+            .metadata()
+            .clone();
+        let filters = (0..batch.num_columns())
+            .map(|c| from_object(&file, &meta, c))
+            .collect();
+        (file, filters)
+    }
+
     #[test]
-    fn no_false_negatives_and_strings_equal_their_bytes() {
+    fn the_objects_filters_have_no_false_negatives_and_strings_equal_their_bytes() {
         let urls: Vec<String> = (0..5_000).map(|i| format!("http://x/{i}")).collect();
         let utf8: ArrayRef = Arc::new(StringArray::from_iter_values(&urls));
         let bin: ArrayRef = Arc::new(BinaryArray::from_iter_values(
             urls.iter().map(|s| s.as_bytes()),
         ));
-        let f =
-            Filter::from_bytes(&build(&[utf8.slice(0, 10), utf8.slice(10, 4_990)], 0.01).unwrap())
-                .unwrap();
-        let g = Filter::from_bytes(&build(&[bin], 0.01).unwrap()).unwrap();
+        let (file, filters) = object(vec![("s", utf8), ("b", bin)]);
+        let f = Filter::from_bytes(&filters[0]).unwrap();
+        let g = Filter::from_bytes(&filters[1]).unwrap();
         for u in &urls {
             assert!(f.may_contain(u.as_bytes()));
             assert!(g.may_contain(u.as_bytes()));
@@ -225,41 +231,61 @@ mod tests {
             misses < 300,
             "{misses} false positives of 10,000 at fpp 0.01"
         );
+        // The copy is the filter a Parquet reader finds in the object.
+        let reader = SerializedFileReader::new(file).unwrap();
+        let rg = reader.get_row_group(0).unwrap();
+        let inside = rg.get_column_bloom_filter(0).unwrap();
+        for i in 0..2_000 {
+            let v = format!("http://z/{i}");
+            assert_eq!(inside.check(v.as_str()), f.may_contain(v.as_bytes()));
+        }
     }
 
     #[test]
-    fn the_hash_is_fixed() {
-        // Filters written by one build (or platform) are read by another: the digest of a
-        // value and the bits it sets must not change.
-        assert_eq!(Digest::of(b"http://x/1").0, 0x2162_4a00_47fa_459f);
-        let a: ArrayRef = Arc::new(StringArray::from(vec!["http://x/1"]));
-        let f = build(&[a], 0.01).unwrap();
-        assert_eq!(blake3::hash(&f).to_hex()[..16], *"d37a2bf2de956948");
-    }
-
-    #[test]
-    fn all_null_matches_nothing_and_other_types_have_none() {
-        let nulls: ArrayRef = Arc::new(StringViewArray::from(vec![None::<&str>, None]));
-        let f = build(&[nulls], 0.01).unwrap();
-        assert!(!f.is_empty());
-        assert!(!Filter::from_bytes(&f).unwrap().may_contain(b""));
-        assert!(!Filter::from_bytes(&f).unwrap().may_contain(b"x"));
+    fn all_null_matches_nothing_and_no_filter_matches_everything() {
+        let nulls: ArrayRef = Arc::new(StringArray::from(vec![None::<&str>, None]));
+        let (_, filters) = object(vec![("n", nulls)]);
+        assert!(!filters[0].is_empty());
+        let f = Filter::from_bytes(&filters[0]).unwrap();
+        assert!(!f.may_contain(b""));
+        assert!(!f.may_contain(b"x"));
         // No filter: anything may be there.
         assert!(Filter::from_bytes(&[]).unwrap().may_contain(b"x"));
+        assert!(Filter::from_bytes(b"not a filter").is_err());
+        let made = Filter::from_bytes(&of_values([&b"a"[..], b"bc"], 0.01)).unwrap();
+        assert!(made.may_contain(b"a") && made.may_contain(b"bc"));
+        // A chunk without a filter gives none.
         let ints: ArrayRef = Arc::new(Int32Array::from(vec![1, 2]));
-        assert!(build(&[ints], 0.01).is_none());
+        let schema = Arc::new(Schema::new(vec![Field::new("i", DataType::Int32, false)]));
+        let mut w = ArrowWriter::try_new(Vec::new(), schema.clone(), None).unwrap();
+        w.write(&RecordBatch::try_new(schema, vec![ints]).unwrap())
+            .unwrap();
+        let file = bytes::Bytes::from(w.into_inner().unwrap());
+        let meta = SerializedFileReader::new(file.clone())
+            .unwrap()
+            .metadata()
+            .clone();
+        assert!(from_object(&file, &meta, 0).is_empty());
     }
 
     #[test]
     fn sidecar_sections_round_trip() {
-        let a: ArrayRef = Arc::new(StringArray::from(vec!["a", "b"]));
-        let b: ArrayRef = Arc::new(StringArray::from(vec!["c"]));
-        let fa = build(&[a], 0.01).unwrap();
-        let fb = build(&[b], 0.01).unwrap();
-        let nothing: ArrayRef = Arc::new(StringArray::from(vec![None::<&str>]));
+        let (_, ab) = object(vec![(
+            "s",
+            Arc::new(StringArray::from(vec!["a", "b"])) as ArrayRef,
+        )]);
+        let (_, c) = object(vec![(
+            "s",
+            Arc::new(StringArray::from(vec!["c"])) as ArrayRef,
+        )]);
+        let (_, nothing) = object(vec![(
+            "s",
+            Arc::new(StringArray::from(vec![None::<&str>])) as ArrayRef,
+        )]);
+        let (fa, fb, fnull) = (ab[0].clone(), c[0].clone(), nothing[0].clone());
         let (bytes, sections) = encode_sidecar(&[
             ("URL".into(), vec![fa, fb.clone()]),
-            ("Title".into(), vec![build(&[nothing], 0.01).unwrap(), fb]),
+            ("Title".into(), vec![fnull, fb]),
         ]);
         assert_eq!(&bytes[..8], MAGIC);
         let (_, off, len) = &sections[0];

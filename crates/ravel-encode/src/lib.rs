@@ -135,6 +135,17 @@ impl<W: Write + Send> ParallelWriter<W> {
         self.writer.close()
     }
 
+    /// Flushes, writes the footer and returns the output with the file's metadata (which
+    /// locates what the footer indexes, e.g. each column chunk's Bloom filter).
+    pub fn finish(mut self) -> Result<(W, ParquetMetaData)>
+    where
+        W: Default,
+    {
+        self.flush()?;
+        let meta = self.writer.finish()?;
+        Ok((std::mem::take(self.writer.inner_mut()), meta))
+    }
+
     /// Flushes, writes the footer and returns the output.
     pub fn into_inner(mut self) -> Result<W> {
         self.flush()?;

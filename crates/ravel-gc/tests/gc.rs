@@ -42,6 +42,7 @@ async fn publish(store: &Store, load_id: &str, keys: &[&str], blooms: Option<&st
         blooms: blooms.map(|key| ravel_manifest::BloomIndex {
             key: key.into(),
             bytes: 3,
+            format: 2,
             fpp: 0.01,
             columns: Default::default(),
         }),

@@ -36,7 +36,6 @@ pub fn encode_objects(
         None,
         &[],
         &[],
-        layout.bloom.fpp,
         &props,
         object_bytes,
         None,

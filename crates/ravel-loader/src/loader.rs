@@ -32,7 +32,8 @@ pub struct StageTimes {
     pub sort_s: f64,
     /// Includes `blooms_s`.
     pub encode_s: f64,
-    /// Building the per-object Bloom filters of the sidecar (part of `encode_s`).
+    /// Copying each object's Bloom filters out of the encoded object into the sidecar (part
+    /// of `encode_s`).
     pub blooms_s: f64,
     pub upload_s: f64,
     pub commit_s: f64,
@@ -336,7 +337,6 @@ impl Loader {
             .iter()
             .map(|&c| schema.field(c).name().clone())
             .collect();
-        let bloom_fpp = self.layout.bloom.fpp;
         let worker = tokio::task::spawn_blocking(
             move || -> Result<(f64, f64, f64, Option<f64>), LoadError> {
                 let t = Instant::now();
@@ -358,7 +358,6 @@ impl Loader {
                     order.as_ref(),
                     &range_columns,
                     &bloom_columns,
-                    bloom_fpp,
                     &props,
                     object_bytes,
                     calibration,
@@ -607,6 +606,7 @@ impl Loader {
         Ok(Some(BloomIndex {
             key: path.to_string(),
             bytes: size,
+            format: ravel_bloom::FORMAT,
             fpp: self.layout.bloom.fpp,
             columns: sections
                 .into_iter()

@@ -241,7 +241,6 @@ pub(crate) fn cut_run(
     order: Option<&ClusteringOrder>,
     range_columns: &[usize],
     bloom_columns: &[usize],
-    bloom_fpp: f64,
     props: &WriterProperties,
     object_bytes: u64,
     calibration: Option<f64>,
@@ -313,7 +312,7 @@ pub(crate) fn cut_run(
                 Value::from(l.clone()).to_string(),
             ));
         }
-        let bytes = w.into_inner()?;
+        let (bytes, meta) = w.finish()?;
         if end < n && estimate > 0 {
             // A full-size object: learn how the estimate relates to the stored size.
             let seen = bytes.len() as f64 / estimate as f64;
@@ -339,17 +338,18 @@ pub(crate) fn cut_run(
                 ranges.insert(schema.field(c).name().clone(), r);
             }
         }
+        // The sidecar's filters are the ones parquet-rs just wrote into the object.
         let t = std::time::Instant::now();
-        let blooms = {
-            use rayon::prelude::*;
-            bloom_columns
-                .par_iter()
-                .map(|&c| {
-                    ravel_bloom::build(&run.window(c, start, end - start), bloom_fpp)
-                        .unwrap_or_default()
-                })
-                .collect()
-        };
+        let descr = meta.file_metadata().schema_descr();
+        let blooms = bloom_columns
+            .iter()
+            .map(|&c| {
+                (0..descr.num_columns())
+                    .find(|&leaf| descr.get_column_root_idx(leaf) == c)
+                    .map(|leaf| ravel_bloom::from_object(&bytes, &meta, leaf))
+                    .unwrap_or_default()
+            })
+            .collect();
         blooms_s += t.elapsed().as_secs_f64();
         emit(Encoded {
             bytes: bytes::Bytes::from(bytes),

@@ -41,10 +41,18 @@ pub struct BloomIndex {
     /// Path inside the store: `<table>/data/<hash>.blooms`.
     pub key: String,
     pub bytes: u64,
+    /// The sidecar's format (`ravel_bloom::FORMAT` when written; manifests from before the
+    /// field existed hold format 1).
+    #[serde(default = "first_sidecar_format")]
+    pub format: u32,
     /// False-positive rate the filters were sized for.
     pub fpp: f64,
     /// Each column's section: the filters of the manifest's objects, in their order.
     pub columns: BTreeMap<String, Section>,
+}
+
+fn first_sidecar_format() -> u32 {
+    1
 }
 
 /// A byte range of a sidecar.

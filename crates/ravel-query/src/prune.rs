@@ -450,16 +450,14 @@ mod tests {
 
     #[test]
     fn bloom_filters_drop_objects_without_the_value() {
-        use datafusion::arrow::array::{ArrayRef, StringArray};
         use datafusion::arrow::datatypes::{Field, Schema};
-        use std::sync::Arc;
         let schema = Schema::new(vec![
             Field::new("CounterID", DataType::Int32, false),
             Field::new("URL", DataType::Binary, false),
         ]);
         let p = Pruner::new(&schema);
-        let urls: ArrayRef = Arc::new(StringArray::from(vec!["http://a/1", "http://a/2"]));
-        let f = Filter::from_bytes(&ravel_bloom::build(&[urls], 0.01).unwrap()).unwrap();
+        let urls = [&b"http://a/1"[..], b"http://a/2"];
+        let f = Filter::from_bytes(&ravel_bloom::of_values(urls, 0.01)).unwrap();
         let blooms = [("URL", &f)];
         let o = object(&[("CounterID", json!(60), json!(70))]);
         let keep = |e: Expr| p.may_match_with(&o, &blooms, &[e]);

@@ -112,6 +112,10 @@ impl RavelTable {
         let Some(s) = index.columns.get(column) else {
             return Ok(None);
         };
+        // A sidecar of another format is not read: its objects are kept, as if it had none.
+        if index.format != ravel_bloom::FORMAT {
+            return Ok(None);
+        }
         let path = object_store::path::Path::from(index.key.as_str());
         let bytes = self
             .store

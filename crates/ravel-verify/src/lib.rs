@@ -360,6 +360,14 @@ async fn check_blooms(
             problem,
         })
     };
+    if index.format != ravel_bloom::FORMAT {
+        bad(format!(
+            "has sidecar format {}; this build reads format {}",
+            index.format,
+            ravel_bloom::FORMAT
+        ));
+        return Vec::new();
+    }
     let recorded: Vec<&str> = index.columns.keys().map(|c| c.as_str()).collect();
     let mut sorted_expected = expected.clone();
     sorted_expected.sort_unstable();
