@@ -6,13 +6,14 @@
 //! column order, so the output is what `ArrowWriter` would write with the same properties.
 
 use std::io::Write;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use parquet::arrow::ArrowSchemaConverter;
 use parquet::arrow::arrow_writer::{
-    ArrowColumnWriter, ArrowLeafColumn, ArrowRowGroupWriterFactory, compute_leaves,
+    ArrowColumnWriter, ArrowRowGroupWriterFactory, compute_leaves,
 };
 use parquet::errors::Result;
 use parquet::file::metadata::ParquetMetaData;
@@ -20,11 +21,44 @@ use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use rayon::prelude::*;
 
+/// `f(i)` for every `i` of `costs`, on all of rayon's threads, each taking the costliest item
+/// not yet taken (longest processing time first: the last items to finish are small ones, so no
+/// core idles while another finishes a big one). Results are in index order.
+pub fn largest_first<T, F>(costs: &[usize], f: F) -> Vec<T>
+where
+    T: Send,
+    F: Fn(usize) -> T + Sync,
+{
+    let mut order: Vec<usize> = (0..costs.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(costs[i]));
+    let next = AtomicUsize::new(0);
+    let done: Mutex<Vec<(usize, T)>> = Mutex::new(Vec::with_capacity(costs.len()));
+    let workers = rayon::current_num_threads().clamp(1, costs.len().max(1));
+    rayon::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|_| {
+                let mut mine = Vec::new();
+                loop {
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&i) = order.get(k) else { break };
+                    mine.push((i, f(i)));
+                }
+                done.lock().expect("no panic holds it").extend(mine);
+            });
+        }
+    });
+    let mut done = done.into_inner().expect("no panic holds it");
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, t)| t).collect()
+}
+
 /// A Parquet writer that encodes columns in parallel and cuts row groups at a row count.
 pub struct ParallelWriter<W: Write + Send> {
     writer: SerializedFileWriter<W>,
     factory: ArrowRowGroupWriterFactory,
     schema: SchemaRef,
+    /// Leaf columns of each field (one for a flat field), in schema order.
+    leaves: Vec<usize>,
     columns: Option<Vec<ArrowColumnWriter>>,
     rows_in_group: usize,
     max_group_rows: usize,
@@ -47,12 +81,17 @@ impl<W: Write + Send> ParallelWriter<W> {
         let parquet_schema = ArrowSchemaConverter::new()
             .with_coerce_types(props.coerce_types())
             .convert(&schema)?;
+        let mut leaves = vec![0; schema.fields().len()];
+        for i in 0..parquet_schema.num_columns() {
+            leaves[parquet_schema.get_column_root_idx(i)] += 1;
+        }
         let writer = SerializedFileWriter::new(out, parquet_schema.root_schema_ptr(), props)?;
         let factory = ArrowRowGroupWriterFactory::new(&writer, schema.clone());
         Ok(ParallelWriter {
             writer,
             factory,
             schema,
+            leaves,
             columns: None,
             rows_in_group: 0,
             max_group_rows: max_group_rows.max(1),
@@ -79,15 +118,35 @@ impl<W: Write + Send> ParallelWriter<W> {
         if self.columns.is_none() {
             self.columns = Some(self.factory.create_column_writers(self.groups)?);
         }
-        let mut leaves: Vec<ArrowLeafColumn> = Vec::with_capacity(batch.num_columns());
-        for (field, array) in self.schema.fields().iter().zip(batch.columns()) {
-            leaves.extend(compute_leaves(field, array)?);
+        // One task per field: its leaves are computed and encoded on the same thread, largest
+        // field first, so that no core waits for a big column started last.
+        let writers = self.columns.as_mut().expect("created above");
+        let mut per_field: Vec<Mutex<&mut [ArrowColumnWriter]>> =
+            Vec::with_capacity(self.leaves.len());
+        let mut rest = writers.as_mut_slice();
+        for &n in &self.leaves {
+            let (head, tail) = rest.split_at_mut(n);
+            per_field.push(Mutex::new(head));
+            rest = tail;
         }
-        let columns = self.columns.as_mut().expect("created above");
-        columns
-            .par_iter_mut()
-            .zip(leaves.par_iter())
-            .try_for_each(|(w, leaf)| w.write(leaf))?;
+        let fields = self.schema.fields();
+        let costs: Vec<usize> = batch
+            .columns()
+            .iter()
+            .map(|a| a.get_buffer_memory_size())
+            .collect();
+        largest_first(&costs, |i| -> Result<()> {
+            let mut writers = per_field[i].lock().expect("one task per field");
+            for (w, leaf) in writers
+                .iter_mut()
+                .zip(compute_leaves(&fields[i], batch.column(i))?)
+            {
+                w.write(&leaf)?;
+            }
+            Ok(())
+        })
+        .into_iter()
+        .collect::<Result<Vec<()>>>()?;
         self.rows_in_group += batch.num_rows();
         Ok(())
     }
@@ -159,6 +218,21 @@ mod tests {
     use arrow::array::{ArrayRef, Int64Array, StringArray, TimestampSecondArray};
     use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    #[test]
+    fn largest_first_returns_every_result_in_index_order() {
+        let costs = [3, 50, 0, 7, 7, 1000, 2];
+        let out = largest_first(&costs, |i| (i, costs[i] * 2));
+        assert_eq!(
+            out,
+            costs
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (i, c * 2))
+                .collect::<Vec<_>>()
+        );
+        assert!(largest_first(&[], |i| i).is_empty());
+    }
 
     #[test]
     fn writes_what_it_reads_back_with_row_groups_cut_by_rows() {

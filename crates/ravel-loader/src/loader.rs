@@ -653,8 +653,9 @@ impl Loader {
     }
 }
 
-/// The rows of `batches` in `order`, gathered column by column in parallel (one column's
-/// random reads stay within that column's buffers, which keeps them in cache). Each source
+/// The rows of `batches` in `order`, gathered column by column in parallel, largest column
+/// first (one column's random reads stay within that column's buffers, which keeps them in
+/// cache). Each source
 /// column is released as soon as its sorted copy exists, so the run never needs twice its
 /// memory: at any moment only the columns being gathered exist twice.
 pub(crate) fn gather_consuming(
@@ -662,7 +663,7 @@ pub(crate) fn gather_consuming(
     batches: Vec<RecordBatch>,
     order: &[(usize, usize)],
 ) -> Result<RecordBatch, LoadError> {
-    use rayon::prelude::*;
+    use std::sync::Mutex;
     let mut columns: Vec<Vec<ArrayRef>> =
         vec![Vec::with_capacity(batches.len()); schema.fields().len()];
     for b in batches {
@@ -670,13 +671,19 @@ pub(crate) fn gather_consuming(
             columns[c].push(a.clone());
         }
     }
-    let sorted = columns
-        .into_par_iter()
-        .map(|arrays| {
-            let refs: Vec<&dyn arrow::array::Array> = arrays.iter().map(|a| a.as_ref()).collect();
-            arrow::compute::interleave(&refs, order)
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let costs: Vec<usize> = columns
+        .iter()
+        .map(|arrays| arrays.iter().map(|a| a.get_buffer_memory_size()).sum())
+        .collect();
+    // Each column is taken (and its source released) by the one task that gathers it.
+    let sources: Vec<Mutex<Vec<ArrayRef>>> = columns.into_iter().map(Mutex::new).collect();
+    let sorted = ravel_encode::largest_first(&costs, |c| {
+        let arrays = std::mem::take(&mut *sources[c].lock().expect("one task per column"));
+        let refs: Vec<&dyn arrow::array::Array> = arrays.iter().map(|a| a.as_ref()).collect();
+        arrow::compute::interleave(&refs, order)
+    })
+    .into_iter()
+    .collect::<Result<Vec<_>, _>>()?;
     Ok(RecordBatch::try_new(schema.clone(), sorted)?)
 }
 
