@@ -5,10 +5,9 @@
 //! `ravel_layout`). Run with `cargo bench -p ravel-load -p ravel-bench --bench micro` (both
 //! packages: alone, ravel-bench unifies other features and cargo rebuilds DataFusion).
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::array::{ArrayRef, RecordBatch};
+use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use ravel_hits::{GenOptions, Generator};

@@ -7,8 +7,10 @@
 //! never opened.
 //!
 //! The filters are the objects' own: each object has one row group, so the split-block Bloom
-//! filter parquet-rs wrote for a column chunk (sized by the layout's fpp, folded to the chunk's
-//! distinct values when the column closed) is the filter of that column of that object. The
+//! filter parquet-rs wrote for a column chunk is the filter of that column of that object. It
+//! was sized for the layout's fpp and folded, when the column closed, as far as parquet-rs's
+//! fill-based estimate keeps the rate within that fpp (the estimate, not a guarantee: the
+//! manifest's `fpp` is what the filters were sized for). The
 //! loader copies it, Thrift header and bitset as they stand in the file ([`from_object`]),
 //! instead of hashing every value a second time. A value is probed as parquet probes it: XXH64
 //! of its bytes (a Utf8 value and the Binary value of its UTF-8 bytes are the same item). A
@@ -78,9 +80,11 @@ pub fn value_bytes(a: &dyn Array, i: usize) -> Option<&[u8]> {
 /// object and its metadata), as its Thrift header and bitset: the sidecar's entry for that
 /// column of that object. Empty (no filter: every value may be there) when the chunk has none.
 pub fn from_object(file: &[u8], meta: &ParquetMetaData, leaf: usize) -> Vec<u8> {
-    let Some(chunk) = meta.row_groups().first().map(|rg| rg.column(leaf)) else {
+    // With more row groups, row group 0's filter would not hold the others' values.
+    let [rg] = meta.row_groups() else {
         return Vec::new();
     };
+    let chunk = rg.column(leaf);
     let (Some(offset), Some(len)) = (chunk.bloom_filter_offset(), chunk.bloom_filter_length())
     else {
         return Vec::new();
@@ -115,9 +119,16 @@ impl Filter {
         if bytes.is_empty() {
             return Ok(Filter(None));
         }
-        Sbbf::from_bytes(bytes)
-            .map(|b| Filter(Some(b)))
-            .map_err(|e| BloomError::Invalid(e.to_string()))
+        let f = Sbbf::from_bytes(bytes).map_err(|e| BloomError::Invalid(e.to_string()))?;
+        // A bitset of no blocks (or of a length parquet-rs never writes) would make a probe
+        // index out of range: refuse it here rather than panic there.
+        if f.num_blocks() == 0 || !f.num_blocks().is_power_of_two() {
+            return Err(BloomError::Invalid(format!(
+                "{} blocks, not a power of two",
+                f.num_blocks()
+            )));
+        }
+        Ok(Filter(Some(f)))
     }
 
     /// Whether the object may hold `value` (false: it certainly does not). An empty filter
@@ -232,9 +243,13 @@ mod tests {
             "{misses} false positives of 10,000 at fpp 0.01"
         );
         // The copy is the filter a Parquet reader finds in the object.
-        let reader = SerializedFileReader::new(file).unwrap();
-        let rg = reader.get_row_group(0).unwrap();
-        let inside = rg.get_column_bloom_filter(0).unwrap();
+        let meta = SerializedFileReader::new(file.clone())
+            .unwrap()
+            .metadata()
+            .clone();
+        let inside = Sbbf::read_from_column_chunk(meta.row_group(0).column(0), &file)
+            .unwrap()
+            .expect("the chunk has a filter");
         for i in 0..2_000 {
             let v = format!("http://z/{i}");
             assert_eq!(inside.check(v.as_str()), f.may_contain(v.as_bytes()));
@@ -252,6 +267,10 @@ mod tests {
         // No filter: anything may be there.
         assert!(Filter::from_bytes(&[]).unwrap().may_contain(b"x"));
         assert!(Filter::from_bytes(b"not a filter").is_err());
+        // A header that promises no blocks is refused, not probed.
+        let mut empty = Vec::new();
+        Sbbf::new(&[]).write(&mut empty).unwrap();
+        assert!(Filter::from_bytes(&empty).is_err());
         let made = Filter::from_bytes(&of_values([&b"a"[..], b"bc"], 0.01)).unwrap();
         assert!(made.may_contain(b"a") && made.may_contain(b"bc"));
         // A chunk without a filter gives none.

@@ -12,9 +12,7 @@ use std::sync::{Arc, Mutex};
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use parquet::arrow::ArrowSchemaConverter;
-use parquet::arrow::arrow_writer::{
-    ArrowColumnWriter, ArrowRowGroupWriterFactory, compute_leaves,
-};
+use parquet::arrow::arrow_writer::{ArrowColumnWriter, ArrowRowGroupWriterFactory, compute_leaves};
 use parquet::errors::Result;
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::properties::WriterProperties;

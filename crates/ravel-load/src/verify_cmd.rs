@@ -82,6 +82,9 @@ fn print_report(r: &VerifyReport) {
             println!("  {o}");
         }
     }
+    for n in &r.notes {
+        println!("note: {n}");
+    }
     if r.holds() {
         println!("ok: every promise holds");
     } else {

@@ -84,6 +84,8 @@ pub struct VerifyReport {
     pub deep: bool,
     pub violations: Vec<Violation>,
     pub orphans: Vec<String>,
+    /// What verify could not check and why (not violations: the table's promises hold).
+    pub notes: Vec<String>,
 }
 
 impl VerifyReport {
@@ -143,6 +145,7 @@ pub async fn verify(
         }
     }
     let mut violations = Vec::new();
+    let mut notes = Vec::new();
     let mut layouts_by_generation: BTreeMap<u64, Layout> = BTreeMap::new();
     let mut listed = HashSet::new();
     let mut all: Vec<&ObjectEntry> = Vec::new();
@@ -171,7 +174,7 @@ pub async fn verify(
                 ),
             });
         }
-        let blooms = check_blooms(&os, key, m, &layout, &mut violations).await;
+        let blooms = check_blooms(&os, key, m, &layout, &mut violations, &mut notes).await;
         if let Some(b) = &m.blooms {
             listed.insert(b.key.clone());
         }
@@ -224,6 +227,7 @@ pub async fn verify(
         deep: opts.deep,
         violations,
         orphans,
+        notes,
     })
 }
 
@@ -338,6 +342,7 @@ async fn check_blooms(
     m: &Manifest,
     layout: &Layout,
     out: &mut Vec<Violation>,
+    notes: &mut Vec<String>,
 ) -> Vec<(String, Vec<ravel_bloom::Filter>)> {
     let expected: Vec<&str> = layout
         .bloom
@@ -361,8 +366,13 @@ async fn check_blooms(
         })
     };
     if index.format != ravel_bloom::FORMAT {
-        bad(format!(
-            "has sidecar format {}; this build reads format {}",
+        // Readers of this build skip it (they keep every object of the load), so no answer
+        // depends on it: a note, not a violation.
+        notes.push(format!(
+            "Bloom sidecar {} of manifest {manifest} has format {}, which this build does not \
+             read (it reads format {}): statements keep every object of that load instead of \
+             pruning by it; loading the data again writes a sidecar of the current format",
+            index.key,
             index.format,
             ravel_bloom::FORMAT
         ));

@@ -269,7 +269,7 @@ async fn a_bloom_sidecar_that_misses_a_value_fails_deep_verification() {
     );
 
     // A sidecar cut short is found without reading rows.
-    std::fs::write(&path, b"RAVELBF1").unwrap();
+    std::fs::write(&path, ravel_bloom::MAGIC).unwrap();
     let report = verify(&store, "hits", &VerifyOptions::default())
         .await
         .unwrap();
