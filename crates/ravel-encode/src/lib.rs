@@ -5,11 +5,13 @@
 //! so a wide table (hits has 105 columns) uses every core; chunks are appended to the file in
 //! column order, so the output is what `ArrowWriter` would write with the same properties.
 //!
-//! Bloom filters of string and binary columns are filled here rather than by parquet-rs's
+//! Bloom filters of string and binary columns switched on column by column (with Bloom filters
+//! off by default, as the loader sets them) are filled here rather than by parquet-rs's
 //! encoder, which hashes and inserts every value: a run of equal values is inserted once
 //! (inserting a value again sets no bit, so the filter, folded at close as parquet-rs folds
 //! it, is the same bit for bit). Sorted tables repeat values in runs; on the hits layout 85 %
-//! of the text values equal the one before.
+//! of the text values equal the one before. With Bloom filters on by default, parquet-rs
+//! fills them all.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -66,8 +68,9 @@ pub struct ParallelWriter<W: Write + Send> {
     /// Leaf columns of each field (one for a flat field), in schema order.
     leaves: Vec<usize>,
     columns: Option<Vec<ArrowColumnWriter>>,
-    /// Per field: the Bloom filter settings (ndv, fpp) this writer fills itself.
-    bloom_specs: Vec<Option<(u64, f64)>>,
+    /// Per field: the Bloom filter settings (ndv, fpp) of a filter this writer fills itself,
+    /// and whether the field is nullable.
+    bloom_specs: Vec<Option<(u64, f64, bool)>>,
     /// Per field: the open row group's filter of each field in `bloom_specs`.
     blooms: Vec<Option<Sbbf>>,
     rows_in_group: usize,
@@ -83,26 +86,28 @@ impl<W: Write + Send> ParallelWriter<W> {
         props: WriterProperties,
         max_group_rows: usize,
     ) -> Result<Self> {
-        // String and binary columns' Bloom filters are filled here (see the module docs);
-        // parquet-rs keeps the others, and any it would still fill after being told not to.
+        // String and binary columns' Bloom filters are filled here (see the module docs). A
+        // column's filter can be switched off only while the default is off (a column without
+        // its own setting falls back to the default), so with the default on parquet-rs fills
+        // them all, as before.
         let mut bloom_specs = vec![None; schema.fields().len()];
-        let mut builder = props.clone().into_builder();
-        for (i, field) in schema.fields().iter().enumerate() {
-            let path = ColumnPath::from(field.name().as_str());
-            if let (true, Some(bp)) = (
-                runs_of(field.data_type()),
-                props.bloom_filter_properties(&path),
-            ) {
-                bloom_specs[i] = Some((bp.ndv(), bp.fpp()));
-                builder = builder.set_column_bloom_filter_enabled(path, false);
+        let mut props = props;
+        let default_on = props
+            .bloom_filter_properties(&ColumnPath::new(Vec::new()))
+            .is_some();
+        if !default_on {
+            let mut builder = props.clone().into_builder();
+            for (i, field) in schema.fields().iter().enumerate() {
+                let path = ColumnPath::from(field.name().as_str());
+                if let (true, Some(bp)) = (
+                    runs_of(field.data_type()),
+                    props.bloom_filter_properties(&path),
+                ) {
+                    bloom_specs[i] = Some((bp.ndv(), bp.fpp(), field.is_nullable()));
+                    builder = builder.set_column_bloom_filter_enabled(path, false);
+                }
             }
-        }
-        let mut props = builder.build();
-        for (i, field) in schema.fields().iter().enumerate() {
-            let path = ColumnPath::from(field.name().as_str());
-            if props.bloom_filter_properties(&path).is_some() {
-                bloom_specs[i] = None;
-            }
+            props = builder.build();
         }
         // Readers rebuild the Arrow schema (e.g. timestamp time zones) from this entry, as they
         // do for ArrowWriter's files.
@@ -148,25 +153,31 @@ impl<W: Write + Send> ParallelWriter<W> {
 
     fn encode(&mut self, batch: &RecordBatch) -> Result<()> {
         if self.columns.is_none() {
-            self.columns = Some(self.factory.create_column_writers(self.groups)?);
             self.blooms = self
                 .bloom_specs
                 .iter()
                 .map(|spec| {
-                    spec.map(|(ndv, fpp)| Sbbf::new_with_ndv_fpp(ndv, fpp))
+                    spec.map(|(ndv, fpp, _)| Sbbf::new_with_ndv_fpp(ndv, fpp))
                         .transpose()
                 })
                 .collect::<Result<_>>()?;
+            self.columns = Some(self.factory.create_column_writers(self.groups)?);
         }
         // One task per field: its leaves are computed and encoded on the same thread, largest
         // field first, so that no core waits for a big column started last.
         let writers = self.columns.as_mut().expect("created above");
-        type Field<'a> = (&'a mut [ArrowColumnWriter], Option<&'a mut Sbbf>);
+        type Field<'a> = (&'a mut [ArrowColumnWriter], Option<(&'a mut Sbbf, bool)>);
         let mut per_field: Vec<Mutex<Field<'_>>> = Vec::with_capacity(self.leaves.len());
         let mut rest = writers.as_mut_slice();
-        for (&n, bloom) in self.leaves.iter().zip(self.blooms.iter_mut()) {
+        for ((&n, bloom), spec) in self
+            .leaves
+            .iter()
+            .zip(self.blooms.iter_mut())
+            .zip(&self.bloom_specs)
+        {
             let (head, tail) = rest.split_at_mut(n);
-            per_field.push(Mutex::new((head, bloom.as_mut())));
+            let bloom = bloom.as_mut().zip(spec.map(|(_, _, nullable)| nullable));
+            per_field.push(Mutex::new((head, bloom)));
             rest = tail;
         }
         let fields = self.schema.fields();
@@ -184,8 +195,8 @@ impl<W: Write + Send> ParallelWriter<W> {
             {
                 w.write(&leaf)?;
             }
-            if let Some(bloom) = bloom {
-                insert_runs(bloom, batch.column(i).as_ref())?;
+            if let Some((bloom, nullable)) = bloom {
+                insert_runs(bloom, batch.column(i).as_ref(), *nullable)?;
             }
             Ok(())
         })
@@ -225,7 +236,7 @@ impl<W: Write + Send> ParallelWriter<W> {
             .zip(std::mem::take(&mut self.blooms))
             .zip(&self.bloom_specs)
         {
-            if let (Some(mut bloom), Some((_, fpp))) = (bloom, spec) {
+            if let (Some(mut bloom), Some((_, fpp, _))) = (bloom, spec) {
                 bloom.fold_to_target_fpp(*fpp);
                 chunks[leaf].close_mut().bloom_filter = Some(bloom);
             }
@@ -284,16 +295,17 @@ fn runs_of(data_type: &DataType) -> bool {
     )
 }
 
-/// Inserts the non-null values of `array` into `bloom`, each run of equal values once.
-fn insert_runs(bloom: &mut Sbbf, array: &dyn Array) -> Result<()> {
-    fn each<A>(bloom: &mut Sbbf, array: A)
+/// Inserts the values of `array` into `bloom`, each run of equal values once: the non-null
+/// ones of a nullable field, every slot of a non-nullable one (as parquet-rs does).
+fn insert_runs(bloom: &mut Sbbf, array: &dyn Array, nullable: bool) -> Result<()> {
+    fn each<A>(bloom: &mut Sbbf, array: A, nullable: bool)
     where
         A: ArrayAccessor,
         A::Item: AsRef<[u8]> + Copy,
     {
         let mut last: Option<A::Item> = None;
         for i in 0..array.len() {
-            if array.is_null(i) {
+            if nullable && array.is_null(i) {
                 continue;
             }
             let v = array.value(i);
@@ -304,16 +316,17 @@ fn insert_runs(bloom: &mut Sbbf, array: &dyn Array) -> Result<()> {
         }
     }
     match array.data_type() {
-        DataType::Utf8 => each(bloom, array.as_string::<i32>()),
-        DataType::LargeUtf8 => each(bloom, array.as_string::<i64>()),
-        DataType::Utf8View => each(bloom, array.as_string_view()),
-        DataType::Binary => each(bloom, array.as_binary::<i32>()),
-        DataType::LargeBinary => each(bloom, array.as_binary::<i64>()),
-        DataType::BinaryView => each(bloom, array.as_binary_view()),
+        DataType::Utf8 => each(bloom, array.as_string::<i32>(), nullable),
+        DataType::LargeUtf8 => each(bloom, array.as_string::<i64>(), nullable),
+        DataType::Utf8View => each(bloom, array.as_string_view(), nullable),
+        DataType::Binary => each(bloom, array.as_binary::<i32>(), nullable),
+        DataType::LargeBinary => each(bloom, array.as_binary::<i64>(), nullable),
+        DataType::BinaryView => each(bloom, array.as_binary_view(), nullable),
         // Another array parquet-rs accepts for a string field (e.g. a dictionary): its values.
         _ => each(
             bloom,
             arrow::compute::cast(array, &DataType::LargeBinary)?.as_binary::<i64>(),
+            nullable,
         ),
     }
     Ok(())
@@ -392,7 +405,8 @@ mod tests {
         assert_eq!(back, batch(0, 1401));
     }
 
-    /// Each column chunk's Bloom filter, as the file stores it (header and bitset).
+    /// Each column chunk's Bloom filter, as the file stores it (header and bitset), row group
+    /// after row group.
     fn blooms_of(file: Vec<u8>) -> Vec<Option<Vec<u8>>> {
         use parquet::file::properties::ReaderProperties;
         use parquet::file::reader::FileReader;
@@ -406,16 +420,18 @@ mod tests {
             .build();
         let reader =
             SerializedFileReader::new_with_options(bytes::Bytes::from(file), options).unwrap();
-        let group = reader.get_row_group(0).unwrap();
-        (0..group.num_columns())
-            .map(|c| {
-                group.get_column_bloom_filter(c).map(|f| {
-                    let mut out = Vec::new();
-                    f.write(&mut out).unwrap();
-                    out
-                })
-            })
-            .collect()
+        let mut out = Vec::new();
+        for g in 0..reader.num_row_groups() {
+            let group = reader.get_row_group(g).unwrap();
+            for c in 0..group.num_columns() {
+                out.push(group.get_column_bloom_filter(c).map(|f| {
+                    let mut bytes = Vec::new();
+                    f.write(&mut bytes).unwrap();
+                    bytes
+                }));
+            }
+        }
+        out
     }
 
     #[test]
@@ -443,55 +459,59 @@ mod tests {
                     )),
                     Arc::new(StringViewArray::from(strings)),
                     Arc::new(BinaryViewArray::from_iter_values(
-                        (lo..lo + n).map(|i| format!("a long value, not inline: {}", i / 5)),
+                        (lo..lo + n).map(|i| format!("a long value, not inline: {i}")),
                     )),
                     Arc::new(Int64Array::from_iter_values((lo..lo + n).map(|i| i / 3))),
                 ],
             )
             .unwrap()
         };
-        let props = WriterProperties::builder()
-            .set_bloom_filter_enabled(true)
-            .set_bloom_filter_fpp(0.01)
-            .set_bloom_filter_max_ndv(5_000)
-            .build();
-        let mut ours = Vec::new();
-        let mut w =
-            ParallelWriter::try_new(&mut ours, schema.clone(), props.clone(), usize::MAX).unwrap();
-        let mut theirs = Vec::new();
-        let mut a =
-            parquet::arrow::ArrowWriter::try_new(&mut theirs, schema.clone(), Some(props)).unwrap();
-        for (lo, n) in [(0, 1000), (1000, 3), (1003, 2500)] {
-            w.write(&batch(lo, n)).unwrap();
-            a.write(&batch(lo, n)).unwrap();
+        // As the loader sets them: off by default, on for chosen columns with their settings.
+        let mut per_column = WriterProperties::builder()
+            .set_bloom_filter_enabled(false)
+            .set_max_row_group_row_count(Some(1500));
+        for c in ["s", "b", "v", "w", "i"] {
+            per_column = per_column
+                .set_column_bloom_filter_fpp(c.into(), 0.01)
+                .set_column_bloom_filter_max_ndv(c.into(), 3_000);
         }
-        w.close().unwrap();
-        a.close().unwrap();
-        let (ours, theirs) = (blooms_of(ours), blooms_of(theirs));
-        assert_eq!(ours.len(), 5);
-        assert!(
-            ours.iter().all(Option::is_some),
-            "every column has its filter"
-        );
-        assert_eq!(ours, theirs);
-        // The string columns' filters were filled by this writer, not by parquet-rs.
-        let w = ParallelWriter::try_new(
-            Vec::new(),
-            schema.clone(),
-            WriterProperties::builder()
-                .set_bloom_filter_enabled(false)
-                .set_column_bloom_filter_enabled("s".into(), true)
-                .build(),
-            usize::MAX,
-        )
-        .unwrap();
-        assert_eq!(
-            w.bloom_specs
-                .iter()
-                .map(Option::is_some)
-                .collect::<Vec<_>>(),
-            [true, false, false, false, false]
-        );
+        // On by default, one column with its own fpp: parquet-rs fills them all.
+        let by_default = WriterProperties::builder()
+            .set_bloom_filter_enabled(true)
+            .set_column_bloom_filter_fpp("s".into(), 0.001)
+            .set_max_row_group_row_count(Some(1500));
+        for (props, ours_fill) in [
+            (per_column.build(), [true, true, true, true, false]),
+            (by_default.build(), [false; 5]),
+        ] {
+            let mut ours = Vec::new();
+            let mut w =
+                ParallelWriter::try_new(&mut ours, schema.clone(), props.clone(), 1500).unwrap();
+            assert_eq!(
+                w.bloom_specs
+                    .iter()
+                    .map(Option::is_some)
+                    .collect::<Vec<_>>(),
+                ours_fill
+            );
+            let mut theirs = Vec::new();
+            let mut a =
+                parquet::arrow::ArrowWriter::try_new(&mut theirs, schema.clone(), Some(props))
+                    .unwrap();
+            for (lo, n) in [(0, 1000), (1000, 3), (1003, 2500)] {
+                w.write(&batch(lo, n)).unwrap();
+                a.write(&batch(lo, n)).unwrap();
+            }
+            w.close().unwrap();
+            a.close().unwrap();
+            let (ours, theirs) = (blooms_of(ours), blooms_of(theirs));
+            assert_eq!(ours.len(), 3 * 5, "three row groups of five columns");
+            assert!(
+                ours.iter().all(Option::is_some),
+                "every chunk has its filter"
+            );
+            assert_eq!(ours, theirs);
+        }
     }
 
     #[test]
@@ -510,10 +530,11 @@ mod tests {
         )]));
         let batch = RecordBatch::try_new(batch_schema, vec![Arc::new(dict) as ArrayRef]).unwrap();
         let props = WriterProperties::builder()
-            .set_bloom_filter_enabled(true)
+            .set_column_bloom_filter_enabled("s".into(), true)
             .build();
         let mut out = Vec::new();
         let mut w = ParallelWriter::try_new(&mut out, schema, props, usize::MAX).unwrap();
+        assert!(w.bloom_specs[0].is_some(), "this writer fills the filter");
         w.write(&batch).unwrap();
         w.close().unwrap();
         let filter = blooms_of(out).remove(0).expect("a filter");
