@@ -282,7 +282,9 @@ impl<W: Write + Send> ParallelWriter<W> {
 }
 
 /// Whether this writer fills the Bloom filter of a column of this type: a flat string or
-/// binary column, which parquet-rs hashes value by value.
+/// binary column, which parquet-rs's byte-array encoder hashes value by value. (Unlike
+/// `ravel_bloom::supported`, no FixedSizeBinary: parquet-rs writes it through another encoder,
+/// which keeps its filter.)
 fn runs_of(data_type: &DataType) -> bool {
     matches!(
         data_type,
