@@ -136,7 +136,7 @@ impl ClusteringOrder {
             });
         }
         let keys = batches
-            .iter()
+            .par_iter()
             .map(|b| self.key_columns(b))
             .collect::<Result<Vec<_>, _>>()?;
         let idx = match normalized_order(&keys, total) {
@@ -152,123 +152,204 @@ impl ClusteringOrder {
                 idx
             }
         };
-        let mut origin = Vec::with_capacity(total);
-        for (bi, b) in batches.iter().enumerate() {
-            origin.extend((0..b.num_rows()).map(|r| (bi, r)));
+        let mut starts = Vec::with_capacity(batches.len());
+        let mut first = 0;
+        for b in batches {
+            starts.push(first);
+            first += b.num_rows();
         }
-        Ok(idx.into_iter().map(|i| origin[i as usize]).collect())
+        Ok(idx
+            .into_par_iter()
+            .map(|i| {
+                let i = i as usize;
+                let b = starts.partition_point(|&s| s <= i) - 1;
+                (b, i - starts[b])
+            })
+            .collect())
     }
 }
 
 /// Most words a normalized key may have; wider keys use arrow's row format.
 const MAX_WORDS: usize = 12;
 
-/// One key component as order-preserving `u64` words: nulls first, then values in order.
-/// Integers, dates and timestamps up to 32 bits take one word (validity bit above the value);
-/// 64-bit ones take one word when the run has no null in them, else two (validity, value).
-/// `None` for any other type.
-fn component_words(arrays: &[&dyn Array]) -> Option<Vec<Vec<u64>>> {
-    let dt = arrays.first()?.data_type().clone();
-    let nulls = arrays.iter().any(|a| a.null_count() > 0);
-    let total: usize = arrays.iter().map(|a| a.len()).sum();
-    // Up to 32 bits: `map` gives the value's order-preserving u32; bit 32 marks a valid value.
-    fn narrow<T: ArrowPrimitiveType>(
-        arrays: &[&dyn Array],
-        total: usize,
-        map: impl Fn(T::Native) -> u32,
-    ) -> Vec<Vec<u64>> {
-        let mut out = Vec::with_capacity(total);
-        for a in arrays {
-            let a: &PrimitiveArray<T> = a.as_primitive();
-            if a.null_count() == 0 {
-                out.extend(a.values().iter().map(|&v| (1 << 32) | map(v) as u64));
-            } else {
-                out.extend(a.iter().map(|v| v.map_or(0, |v| (1 << 32) | map(v) as u64)));
-            }
+/// One key component of one batch as order-preserving `u64`s (the slots of nulls hold
+/// anything), with its nulls and the least and greatest valid value.
+struct Ordered {
+    values: Vec<u64>,
+    nulls: Option<arrow::buffer::NullBuffer>,
+    /// `(min, max)` of the valid values; `None` when there are none.
+    bounds: Option<(u64, u64)>,
+}
+
+impl Ordered {
+    /// `None` for a type that is not an integer, date or timestamp.
+    fn new(a: &dyn Array) -> Option<Ordered> {
+        fn map<T: ArrowPrimitiveType>(a: &dyn Array, f: impl Fn(T::Native) -> u64) -> Vec<u64> {
+            a.as_primitive::<T>()
+                .values()
+                .iter()
+                .map(|&v| f(v))
+                .collect()
         }
-        vec![out]
+        let s32 = |v: i32| ((v as u32) ^ 0x8000_0000) as u64;
+        let s64 = |v: i64| (v as u64) ^ (1 << 63);
+        let values = match a.data_type() {
+            DataType::Int8 => map::<Int8Type>(a, |v| s32(v as i32)),
+            DataType::Int16 => map::<Int16Type>(a, |v| s32(v as i32)),
+            DataType::Int32 => map::<Int32Type>(a, s32),
+            DataType::Date32 => map::<Date32Type>(a, s32),
+            DataType::UInt8 => map::<UInt8Type>(a, |v| v as u64),
+            DataType::UInt16 => map::<UInt16Type>(a, |v| v as u64),
+            DataType::UInt32 => map::<UInt32Type>(a, |v| v as u64),
+            DataType::Int64 => map::<Int64Type>(a, s64),
+            DataType::Date64 => map::<Date64Type>(a, s64),
+            DataType::UInt64 => map::<UInt64Type>(a, |v| v),
+            DataType::Timestamp(TimeUnit::Second, _) => map::<TimestampSecondType>(a, s64),
+            DataType::Timestamp(TimeUnit::Millisecond, _) => {
+                map::<TimestampMillisecondType>(a, s64)
+            }
+            DataType::Timestamp(TimeUnit::Microsecond, _) => {
+                map::<TimestampMicrosecondType>(a, s64)
+            }
+            DataType::Timestamp(TimeUnit::Nanosecond, _) => map::<TimestampNanosecondType>(a, s64),
+            _ => return None,
+        };
+        let nulls = a.nulls().filter(|n| n.null_count() > 0).cloned();
+        let bounds = match &nulls {
+            None => values.iter().fold(None, |b, &v| widen(b, v)),
+            Some(n) => n.valid_indices().fold(None, |b, i| widen(b, values[i])),
+        };
+        Some(Ordered {
+            values,
+            nulls,
+            bounds,
+        })
     }
-    // 64 bits: `map` gives the order-preserving u64; with nulls a validity word goes first.
-    fn wide<T: ArrowPrimitiveType>(
-        arrays: &[&dyn Array],
-        total: usize,
-        nulls: bool,
-        map: impl Fn(T::Native) -> u64,
-    ) -> Vec<Vec<u64>> {
-        let mut value = Vec::with_capacity(total);
-        let mut valid = Vec::with_capacity(if nulls { total } else { 0 });
-        for a in arrays {
-            let a: &PrimitiveArray<T> = a.as_primitive();
-            if nulls {
-                for v in a.iter() {
-                    valid.push(v.is_some() as u64);
-                    value.push(v.map_or(0, &map));
-                }
-            } else {
-                value.extend(a.values().iter().map(|&v| map(v)));
-            }
-        }
-        if nulls {
-            vec![valid, value]
+}
+
+fn widen(b: Option<(u64, u64)>, v: u64) -> Option<(u64, u64)> {
+    Some(b.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))))
+}
+
+/// Where one key component goes in the packed key: its code (0 for a null; `value - min`, plus
+/// 1 when the component has nulls) takes `width` bits from bit `at`, counted from the most
+/// significant bit of the first word.
+#[derive(Clone, Copy)]
+struct Slot {
+    at: usize,
+    width: u32,
+    min: u64,
+    nulls: bool,
+}
+
+/// Writes the low `width` bits of `code` at bit `at` of `words`, most significant bit first;
+/// a code may straddle two words.
+fn put(words: &mut [u64], mut at: usize, mut width: u32, code: u64) {
+    while width > 0 {
+        let (w, bit) = (at / 64, (at % 64) as u32);
+        let room = 64 - bit;
+        let take = room.min(width);
+        let part = if take == 64 {
+            code
         } else {
-            vec![value]
-        }
+            (code >> (width - take)) & ((1u64 << take) - 1)
+        };
+        words[w] |= part << (room - take);
+        width -= take;
+        at += take as usize;
     }
-    let s32 = |v: i32| (v as u32) ^ 0x8000_0000;
-    let s64 = |v: i64| (v as u64) ^ (1 << 63);
-    Some(match dt {
-        DataType::Int8 => narrow::<Int8Type>(arrays, total, |v| s32(v as i32)),
-        DataType::Int16 => narrow::<Int16Type>(arrays, total, |v| s32(v as i32)),
-        DataType::Int32 => narrow::<Int32Type>(arrays, total, s32),
-        DataType::Date32 => narrow::<Date32Type>(arrays, total, s32),
-        DataType::UInt8 => narrow::<UInt8Type>(arrays, total, |v| v as u32),
-        DataType::UInt16 => narrow::<UInt16Type>(arrays, total, |v| v as u32),
-        DataType::UInt32 => narrow::<UInt32Type>(arrays, total, |v| v),
-        DataType::Int64 => wide::<Int64Type>(arrays, total, nulls, s64),
-        DataType::Date64 => wide::<Date64Type>(arrays, total, nulls, s64),
-        DataType::UInt64 => wide::<UInt64Type>(arrays, total, nulls, |v| v),
-        DataType::Timestamp(TimeUnit::Second, _) => {
-            wide::<TimestampSecondType>(arrays, total, nulls, s64)
-        }
-        DataType::Timestamp(TimeUnit::Millisecond, _) => {
-            wide::<TimestampMillisecondType>(arrays, total, nulls, s64)
-        }
-        DataType::Timestamp(TimeUnit::Microsecond, _) => {
-            wide::<TimestampMicrosecondType>(arrays, total, nulls, s64)
-        }
-        DataType::Timestamp(TimeUnit::Nanosecond, _) => {
-            wide::<TimestampNanosecondType>(arrays, total, nulls, s64)
-        }
-        _ => return None,
-    })
 }
 
 /// The stable sort order of the rows of several batches' key columns (`keys[batch][component]`)
-/// when every component normalizes to words: each row becomes `([u64; K], row)` and the pairs
-/// are sorted as integers in parallel, the row number breaking ties (so the order is stable).
-/// `None` when a component does not normalize or the key needs more than [`MAX_WORDS`] words.
+/// when every component is an integer, date or timestamp. Each component takes only the bits
+/// its values span in this run (`value - min`, a code below the valid ones for nulls), packed
+/// one after another into as few `u64` words as they fit (hits' five components take two); each
+/// row becomes `([u64; K], row)` and the pairs are sorted as integers in parallel, the row
+/// number breaking ties (so the order is stable). `None` when a component is of another type.
 pub fn normalized_order(keys: &[Vec<ArrayRef>], total: usize) -> Option<Vec<u32>> {
     let components = keys.first().map_or(0, |k| k.len());
-    let mut words: Vec<Vec<u64>> = Vec::new();
-    for c in 0..components {
-        let arrays: Vec<&dyn Array> = keys.iter().map(|k| k[c].as_ref()).collect();
-        words.extend(component_words(&arrays)?);
-        if words.len() > MAX_WORDS {
-            return None;
-        }
+    if components == 0 {
+        return Some((0..total as u32).collect());
     }
-    fn sort<const K: usize>(words: &[Vec<u64>], total: usize) -> Vec<u32> {
-        let mut entries: Vec<([u64; K], u32)> = (0..total)
-            .into_par_iter()
-            .map(|i| (std::array::from_fn(|w| words[w][i]), i as u32))
-            .collect();
+    let ordered: Vec<Vec<Ordered>> = keys
+        .par_iter()
+        .map(|k| k.iter().map(|a| Ordered::new(a.as_ref())).collect())
+        .collect::<Option<_>>()?;
+    let mut slots = Vec::with_capacity(components);
+    let mut at = 0;
+    for c in 0..components {
+        let nulls = ordered.iter().any(|b| b[c].nulls.is_some());
+        let bounds = ordered
+            .iter()
+            .filter_map(|b| b[c].bounds)
+            .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)));
+        let (min, span) = bounds.map_or((0, 0), |(lo, hi)| (lo, hi - lo));
+        // Codes run from 0 to span (+ 1 with nulls); a full 64-bit span with nulls takes 65.
+        let width = match span.checked_add(nulls as u64) {
+            Some(top) => 64 - top.leading_zeros(),
+            None => 65,
+        };
+        slots.push(Slot {
+            at,
+            width,
+            min,
+            nulls,
+        });
+        at += width as usize;
+    }
+    let words = at.div_ceil(64);
+    if words > MAX_WORDS {
+        return None;
+    }
+    fn sort<const K: usize>(ordered: &[Vec<Ordered>], slots: &[Slot], total: usize) -> Vec<u32> {
+        let mut entries: Vec<([u64; K], u32)> = vec![([0; K], 0); total];
+        // Each batch fills its own rows, in parallel.
+        let mut parts = Vec::with_capacity(ordered.len());
+        let mut rest = entries.as_mut_slice();
+        let mut first = 0u32;
+        for b in ordered {
+            let rows = b.first().map_or(0, |c| c.values.len());
+            let (part, tail) = rest.split_at_mut(rows);
+            parts.push((b, part, first));
+            rest = tail;
+            first += rows as u32;
+        }
+        parts.into_par_iter().for_each(|(b, part, first)| {
+            for (i, e) in part.iter_mut().enumerate() {
+                e.1 = first + i as u32;
+            }
+            for (col, slot) in b.iter().zip(slots) {
+                if slot.width == 0 {
+                    continue;
+                }
+                let shift = slot.nulls as u64;
+                // A 65-bit code: the validity bit, then the value in the next 64 bits.
+                let (at, width) = if slot.width == 65 {
+                    (slot.at + 1, 64)
+                } else {
+                    (slot.at, slot.width)
+                };
+                for (i, e) in part.iter_mut().enumerate() {
+                    let valid = col.nulls.as_ref().is_none_or(|n| n.is_valid(i));
+                    if !valid {
+                        continue; // code 0, already there
+                    }
+                    if slot.width == 65 {
+                        put(&mut e.0, slot.at, 1, 1);
+                        put(&mut e.0, at, width, col.values[i] - slot.min);
+                    } else {
+                        put(&mut e.0, at, width, col.values[i] - slot.min + shift);
+                    }
+                }
+            }
+        });
         entries.par_sort_unstable();
         entries.into_par_iter().map(|(_, i)| i).collect()
     }
     macro_rules! by_width {
         ($($k:literal)*) => {
-            match words.len() {
-                $($k => sort::<$k>(&words, total),)*
+            match words {
+                $($k => sort::<$k>(&ordered, &slots, total),)*
                 _ => return None,
             }
         };

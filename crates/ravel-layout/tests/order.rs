@@ -284,8 +284,72 @@ fn integer_keys_sort_as_words_and_string_keys_do_not() {
         Arc::new(Int32Array::from(vec![Some(2), None, Some(-1)])),
         Arc::new(UInt64Array::from(vec![Some(u64::MAX), Some(0), None])),
     ];
-    // Nulls first, signed order, the validity word before a 64-bit value.
+    // Nulls first, signed order; a full-range 64-bit value with nulls takes 65 bits.
     assert_eq!(normalized_order(&[ints], 3), Some(vec![1, 2, 0]));
     let strings: Vec<ArrayRef> = vec![Arc::new(StringArray::from(vec!["b", "a"]))];
     assert_eq!(normalized_order(&[strings], 2), None);
+}
+
+// ---- property test: packed integer keys ----------------------------------------------------
+
+/// A full-range UInt64 column (0 and u64::MAX both present): with a null it needs 65 bits.
+fn full_range_u64(seeds: &[(bool, u64)]) -> ArrayRef {
+    let pool = [0, 1, u64::MAX - 1, u64::MAX, 1 << 63];
+    Arc::new(UInt64Array::from(
+        seeds
+            .iter()
+            .map(|&(null, s)| (!null).then_some(pool[(s % 5) as usize]))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases(256)))]
+
+    /// Keys packed into words by the span of their values (codes straddling words, 65-bit
+    /// codes, constant and all-null components, batches of every size) sort as the naive
+    /// comparator does, ties in row order.
+    #[test]
+    fn packed_integer_keys_sort_as_the_naive_comparator(
+        types in prop::collection::vec(0usize..14, 1..9),
+        seeds in prop::collection::vec((any::<bool>(), any::<u64>()), 0..150),
+        cuts in prop::collection::vec(0usize..150, 0..6),
+    ) {
+        use ravel_layout::normalized_order;
+        let n = seeds.len();
+        let columns: Vec<ArrayRef> = types
+            .iter()
+            .enumerate()
+            .map(|(k, &t)| {
+                // Each component its own values and nulls, from the same seeds.
+                let s: Vec<(bool, u64)> = seeds
+                    .iter()
+                    .map(|&(null, v)| (null && v % 3 == k as u64 % 3, v.rotate_left(7 * k as u32)))
+                    .collect();
+                if t == 13 {
+                    full_range_u64(&s)
+                } else {
+                    ravel_testkit::arbitrary::array(&ravel_testkit::arbitrary::TYPES[t](), &s)
+                }
+            })
+            .collect();
+        let mut bounds: Vec<usize> = cuts.into_iter().map(|c| c.min(n)).collect();
+        bounds.push(0);
+        bounds.push(n);
+        bounds.sort_unstable();
+        let keys: Vec<Vec<ArrayRef>> = bounds
+            .windows(2)
+            .map(|w| columns.iter().map(|c| c.slice(w[0], w[1] - w[0])).collect())
+            .collect();
+        let got = normalized_order(&keys, n).expect("integer keys normalize");
+        let mut want: Vec<u32> = (0..n as u32).collect();
+        want.sort_by(|&a, &b| {
+            columns
+                .iter()
+                .map(|c| cell(c.as_ref(), a as usize).cmp(&cell(c.as_ref(), b as usize)))
+                .find(|o| o.is_ne())
+                .unwrap_or(Ordering::Equal)
+        });
+        prop_assert_eq!(got, want);
+    }
 }
