@@ -218,6 +218,53 @@ pub(crate) fn writer_properties(
     Ok((b.build(), bytes_per_row))
 }
 
+/// Output buffers of the objects, each made while the object before it encodes.
+///
+/// An object is copied into its buffer column chunk by column chunk on one thread while the
+/// other cores wait. Into fresh memory that copy also takes a page fault per 4 KiB page: 8-125
+/// ms for a 25 MB object (varying with the kernel's state) instead of the copy's 5-15. So each
+/// buffer is allocated and written over (faulting its pages in) by a rayon task that runs
+/// beside the previous object's column encoders, and it has room for half again the target, so
+/// an object over the target does not outgrow it (a grown buffer is copied and faulted anew).
+struct Buffers {
+    capacity: usize,
+    /// Bytes of each buffer faulted in ahead: the target and a tenth; the rest faults as used.
+    touch: usize,
+    ready: std::sync::mpsc::Receiver<Vec<u8>>,
+    tx: std::sync::mpsc::Sender<Vec<u8>>,
+}
+
+impl Buffers {
+    fn new(object_bytes: u64) -> Buffers {
+        let (tx, ready) = std::sync::mpsc::channel();
+        let b = Buffers {
+            capacity: object_bytes as usize * 3 / 2 + (1 << 20),
+            touch: object_bytes as usize * 11 / 10,
+            ready,
+            tx,
+        };
+        b.prepare();
+        b
+    }
+
+    fn prepare(&self) {
+        let (tx, capacity, touch) = (self.tx.clone(), self.capacity, self.touch);
+        rayon::spawn(move || {
+            let mut buf = Vec::with_capacity(capacity);
+            buf.resize(touch, 0);
+            buf.clear();
+            let _ = tx.send(buf); // the run may have ended without it
+        });
+    }
+
+    /// A buffer ready for the next object; another is prepared for the one after.
+    fn next(&self) -> Vec<u8> {
+        let buf = self.ready.recv().expect("each prepared buffer is sent");
+        self.prepare();
+        buf
+    }
+}
+
 fn key_at(run: &Run, key_cols: &[Vec<ArrayRef>], i: usize) -> Vec<Value> {
     let (b, r) = run.origin(i);
     key_cols[b]
@@ -265,14 +312,11 @@ pub(crate) fn cut_run(
     } else {
         CHUNK_ROWS
     };
+    let buffers = Buffers::new(object_bytes);
     let mut start = 0;
     while start < n {
-        let mut w = ParallelWriter::try_new(
-            Vec::with_capacity(object_bytes as usize + (1 << 20)),
-            schema.clone(),
-            props.clone(),
-            usize::MAX,
-        )?;
+        let mut w =
+            ParallelWriter::try_new(buffers.next(), schema.clone(), props.clone(), usize::MAX)?;
         let threshold = object_bytes as f64 / calibration.unwrap_or(1.0);
         // Before any object calibrates the estimate, the first one is cut at the row count
         // the trial encodings predict.
@@ -312,7 +356,8 @@ pub(crate) fn cut_run(
                 Value::from(l.clone()).to_string(),
             ));
         }
-        let (bytes, meta) = w.finish()?;
+        let (mut bytes, meta) = w.finish()?;
+        bytes.shrink_to_fit(); // the spare room goes back before the object waits for upload
         if end < n && estimate > 0 {
             // A full-size object: learn how the estimate relates to the stored size.
             let seen = bytes.len() as f64 / estimate as f64;
