@@ -221,15 +221,21 @@ pub(crate) fn writer_properties(
 /// Output buffers of the objects, each made while the object before it encodes.
 ///
 /// An object is copied into its buffer column chunk by column chunk on one thread while the
-/// other cores wait. Into fresh memory that copy also takes a page fault per 4 KiB page: 8-125
-/// ms for a 25 MB object (varying with the kernel's state) instead of the copy's 5-15. So each
-/// buffer is allocated and written over (faulting its pages in) by a rayon task that runs
-/// beside the previous object's column encoders, and it has room for half again the target, so
-/// an object over the target does not outgrow it (a grown buffer is copied and faulted anew).
+/// other cores wait. Into fresh memory that copy also takes a page fault per 4 KiB page: 5-125
+/// ms for a 25 MB object (varying with the kernel's state) instead of the copy's 3-13. So when
+/// rows are expected to remain after an object, a rayon task allocates the next buffer and
+/// writes over it (faulting its pages in) beside that object's column encoders. Every buffer
+/// has room for half again the target, so an object over the target does not outgrow it (a
+/// grown buffer is copied and faulted anew).
+///
+/// Nothing waits for the task: a buffer not ready when its object starts (or never sent) is
+/// replaced by a fresh allocation, so this cannot block a rayon worker or hang the load.
 struct Buffers {
     capacity: usize,
-    /// Bytes of each buffer faulted in ahead: the target and a tenth; the rest faults as used.
+    /// Bytes of a prepared buffer faulted in ahead: the target and a tenth, at most.
     touch: usize,
+    /// Whether a prepared buffer is on its way (at most one at a time).
+    pending: bool,
     ready: std::sync::mpsc::Receiver<Vec<u8>>,
     tx: std::sync::mpsc::Sender<Vec<u8>>,
 }
@@ -237,30 +243,36 @@ struct Buffers {
 impl Buffers {
     fn new(object_bytes: u64) -> Buffers {
         let (tx, ready) = std::sync::mpsc::channel();
-        let b = Buffers {
+        Buffers {
             capacity: object_bytes as usize * 3 / 2 + (1 << 20),
             touch: object_bytes as usize * 11 / 10,
+            pending: false,
             ready,
             tx,
+        }
+    }
+
+    /// A buffer for the next object (the prepared one if it is ready); when `after` (the
+    /// stored bytes the rows after this object are expected to take) is not zero, a buffer
+    /// for the object after it is prepared, faulted in up to that size.
+    fn next(&mut self, after: usize) -> Vec<u8> {
+        let buf = match self.ready.try_recv() {
+            Ok(buf) => {
+                self.pending = false;
+                buf
+            }
+            Err(_) => Vec::with_capacity(self.capacity),
         };
-        b.prepare();
-        b
-    }
-
-    fn prepare(&self) {
-        let (tx, capacity, touch) = (self.tx.clone(), self.capacity, self.touch);
-        rayon::spawn(move || {
-            let mut buf = Vec::with_capacity(capacity);
-            buf.resize(touch, 0);
-            buf.clear();
-            let _ = tx.send(buf); // the run may have ended without it
-        });
-    }
-
-    /// A buffer ready for the next object; another is prepared for the one after.
-    fn next(&self) -> Vec<u8> {
-        let buf = self.ready.recv().expect("each prepared buffer is sent");
-        self.prepare();
+        if after > 0 && !self.pending {
+            let (tx, capacity, touch) = (self.tx.clone(), self.capacity, self.touch.min(after));
+            self.pending = true;
+            rayon::spawn(move || {
+                let mut buf = Vec::with_capacity(capacity);
+                buf.resize(touch, 0);
+                buf.clear();
+                let _ = tx.send(buf); // the run may have ended without it
+            });
+        }
         buf
     }
 }
@@ -312,11 +324,18 @@ pub(crate) fn cut_run(
     } else {
         CHUNK_ROWS
     };
-    let buffers = Buffers::new(object_bytes);
+    let mut buffers = Buffers::new(object_bytes);
     let mut start = 0;
     while start < n {
-        let mut w =
-            ParallelWriter::try_new(buffers.next(), schema.clone(), props.clone(), usize::MAX)?;
+        // The stored bytes of the rows after this object, as the trial encodings predict them.
+        let after = ((n - start) as f64 * bytes_per_row * 1.1) as usize;
+        let after = after.saturating_sub(object_bytes as usize);
+        let mut w = ParallelWriter::try_new(
+            buffers.next(after),
+            schema.clone(),
+            props.clone(),
+            usize::MAX,
+        )?;
         let threshold = object_bytes as f64 / calibration.unwrap_or(1.0);
         // Before any object calibrates the estimate, the first one is cut at the row count
         // the trial encodings predict.
