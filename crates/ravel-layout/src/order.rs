@@ -271,6 +271,11 @@ pub fn normalized_order(keys: &[Vec<ArrayRef>], total: usize) -> Option<Vec<u32>
     if components == 0 {
         return Some((0..total as u32).collect());
     }
+    debug_assert!(
+        keys.iter().all(|k| k.len() == components)
+            && keys.iter().map(|k| k[0].len()).sum::<usize>() == total,
+        "every batch has every component and the batches hold `total` rows"
+    );
     let ordered: Vec<Vec<Ordered>> = keys
         .par_iter()
         .map(|k| k.iter().map(|a| Ordered::new(a.as_ref())).collect())
