@@ -327,24 +327,23 @@ pub fn normalized_order(keys: &[Vec<ArrayRef>], total: usize) -> Option<Vec<u32>
                 if slot.width == 0 {
                     continue;
                 }
-                let shift = slot.nulls as u64;
-                // A 65-bit code: the validity bit, then the value in the next 64 bits.
-                let (at, width) = if slot.width == 65 {
+                // A 65-bit code is a validity bit, then the value in the next 64 bits; any
+                // other code with nulls is the value shifted above the null's 0.
+                let split = slot.width == 65;
+                let (at, width) = if split {
                     (slot.at + 1, 64)
                 } else {
                     (slot.at, slot.width)
                 };
+                let shift = (slot.nulls && !split) as u64;
                 for (i, e) in part.iter_mut().enumerate() {
-                    let valid = col.nulls.as_ref().is_none_or(|n| n.is_valid(i));
-                    if !valid {
+                    if col.nulls.as_ref().is_some_and(|n| n.is_null(i)) {
                         continue; // code 0, already there
                     }
-                    if slot.width == 65 {
+                    if split {
                         put(&mut e.0, slot.at, 1, 1);
-                        put(&mut e.0, at, width, col.values[i] - slot.min);
-                    } else {
-                        put(&mut e.0, at, width, col.values[i] - slot.min + shift);
                     }
+                    put(&mut e.0, at, width, col.values[i] - slot.min + shift);
                 }
             }
         });
