@@ -16,7 +16,7 @@ pub fn gather(
     batches: Vec<RecordBatch>,
     order: &[(usize, usize)],
 ) -> Result<RecordBatch, LoadError> {
-    crate::loader::gather_consuming(schema, batches, order)
+    crate::gather::gather_consuming(schema, batches, order)
 }
 
 /// Encodes sorted rows into objects as a load does (dictionary trials, writer properties of

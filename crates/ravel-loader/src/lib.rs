@@ -4,6 +4,7 @@
 //! last.
 
 mod error;
+mod gather;
 pub mod kernels;
 mod loader;
 mod object;

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use arrow::array::{ArrayRef, RecordBatch};
+use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
@@ -13,6 +13,7 @@ use serde::Serialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
+use crate::gather::gather_consuming;
 use crate::object::{Encoded, Run, cut_run, writer_properties};
 use crate::{LoadError, LoadOptions};
 use ravel_manifest::{BloomIndex, MANIFEST_FORMAT, Manifest, ObjectEntry, Section};
@@ -651,40 +652,6 @@ impl Loader {
         };
         Ok(published.into_iter().map(|(_, m)| m).find(same))
     }
-}
-
-/// The rows of `batches` in `order`, gathered column by column in parallel, largest column
-/// first (one column's random reads stay within that column's buffers, which keeps them in
-/// cache). Each source
-/// column is released as soon as its sorted copy exists, so the run never needs twice its
-/// memory: at any moment only the columns being gathered exist twice.
-pub(crate) fn gather_consuming(
-    schema: &SchemaRef,
-    batches: Vec<RecordBatch>,
-    order: &[(usize, usize)],
-) -> Result<RecordBatch, LoadError> {
-    use std::sync::Mutex;
-    let mut columns: Vec<Vec<ArrayRef>> =
-        vec![Vec::with_capacity(batches.len()); schema.fields().len()];
-    for b in batches {
-        for (c, a) in b.columns().iter().enumerate() {
-            columns[c].push(a.clone());
-        }
-    }
-    let costs: Vec<usize> = columns
-        .iter()
-        .map(|arrays| arrays.iter().map(|a| a.get_buffer_memory_size()).sum())
-        .collect();
-    // Each column is taken (and its source released) by the one task that gathers it.
-    let sources: Vec<Mutex<Vec<ArrayRef>>> = columns.into_iter().map(Mutex::new).collect();
-    let sorted = ravel_encode::largest_first(&costs, |c| {
-        let arrays = std::mem::take(&mut *sources[c].lock().expect("one task per column"));
-        let refs: Vec<&dyn arrow::array::Array> = arrays.iter().map(|a| a.as_ref()).collect();
-        arrow::compute::interleave(&refs, order)
-    })
-    .into_iter()
-    .collect::<Result<Vec<_>, _>>()?;
-    Ok(RecordBatch::try_new(schema.clone(), sorted)?)
 }
 
 /// An upload's outcome: the object's position in its run, its entry, seconds spent, and
