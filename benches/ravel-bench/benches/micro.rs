@@ -69,6 +69,7 @@ fn benches(c: &mut Criterion) {
     });
 
     let sorted = gather(&d.schema, d.batches.clone(), &order).expect("gather");
+    let sorted = arrow::compute::concat_batches(&d.schema, &sorted).expect("one batch");
     let object = sorted.slice(0, OBJECT_ROWS);
     let sizes = encode_objects(&layout, object.clone(), 3, OBJECT_BYTES).expect("encode");
     eprintln!(

@@ -12,15 +12,17 @@
 //! `arrow::compute::interleave`.
 
 use arrow::array::{
-    Array, ArrayData, ArrayRef, AsArray, GenericByteArray, RecordBatch, make_array,
+    Array, ArrayData, ArrayRef, AsArray, GenericByteArray, RecordBatch, RecordBatchOptions,
+    make_array,
 };
-use arrow::buffer::{Buffer, OffsetBuffer};
+use arrow::buffer::{Buffer, MutableBuffer, OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::ArrowNativeType;
 use arrow::datatypes::{
     BinaryType, ByteArrayType, DataType, LargeBinaryType, LargeUtf8Type, SchemaRef, Utf8Type,
 };
 use arrow::error::ArrowError;
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use crate::LoadError;
 
@@ -28,12 +30,22 @@ use crate::LoadError;
 /// first (one column's random reads stay within that column's buffers, which keeps them in
 /// cache). Each source column is released as soon as its sorted copy exists, so the run never
 /// needs twice its memory: at any moment only the columns being gathered exist twice.
+///
+/// The sorted run comes in batches of as many rows as the largest source batch, so that a
+/// released source column's buffers fit the next column's sorted chunks exactly: they are
+/// written again (see [`Pool`]) instead of fresh memory, which the kernel would fault in and
+/// zero page by page.
 pub(crate) fn gather_consuming(
     schema: &SchemaRef,
     batches: Vec<RecordBatch>,
     order: &[(usize, usize)],
-) -> Result<RecordBatch, LoadError> {
-    use std::sync::Mutex;
+) -> Result<Vec<RecordBatch>, LoadError> {
+    let chunk_rows = batches
+        .iter()
+        .map(|b| b.num_rows())
+        .max()
+        .unwrap_or(0)
+        .max(1);
     let mut columns: Vec<Vec<ArrayRef>> =
         vec![Vec::with_capacity(batches.len()); schema.fields().len()];
     for b in batches {
@@ -47,75 +59,193 @@ pub(crate) fn gather_consuming(
         .collect();
     // Each column is taken (and its source released) by the one task that gathers it.
     let sources: Vec<Mutex<Vec<ArrayRef>>> = columns.into_iter().map(Mutex::new).collect();
-    let sorted = ravel_encode::largest_first(&costs, |c| {
+    let pool = Pool::default();
+    let mut sorted = ravel_encode::largest_first(&costs, |c| {
         let arrays = std::mem::take(&mut *sources[c].lock().expect("one task per column"));
-        take(&arrays, order)
+        let taken = take(&arrays, order, chunk_rows, &pool);
+        pool.give(arrays);
+        taken
     })
     .into_iter()
+    .map(|chunks| chunks.map(|c| c.into_iter()))
     .collect::<Result<Vec<_>, _>>()?;
-    Ok(RecordBatch::try_new(schema.clone(), sorted)?)
+    order
+        .chunks(chunk_rows)
+        .map(|o| {
+            let columns = sorted
+                .iter_mut()
+                .map(|chunks| chunks.next().expect("a chunk of every column"))
+                .collect();
+            let options = RecordBatchOptions::new().with_row_count(Some(o.len()));
+            Ok(RecordBatch::try_new_with_options(
+                schema.clone(),
+                columns,
+                &options,
+            )?)
+        })
+        .collect()
 }
 
-/// The values of `arrays` (pieces of one column) at `order`'s `(array, row)` pairs.
-pub(crate) fn take(arrays: &[ArrayRef], order: &[(usize, usize)]) -> Result<ArrayRef, ArrowError> {
-    let nulls = arrays.iter().any(|a| a.null_count() > 0);
-    match arrays.first().map(|a| a.data_type()) {
-        Some(DataType::Utf8) if !nulls => take_bytes::<Utf8Type>(arrays, order),
-        Some(DataType::LargeUtf8) if !nulls => take_bytes::<LargeUtf8Type>(arrays, order),
-        Some(DataType::Binary) if !nulls => take_bytes::<BinaryType>(arrays, order),
-        Some(DataType::LargeBinary) if !nulls => take_bytes::<LargeBinaryType>(arrays, order),
-        Some(t) if !nulls && t.primitive_width() == Some(8) => take_fixed::<u64>(arrays, order),
-        Some(t) if !nulls && t.primitive_width() == Some(4) => take_fixed::<u32>(arrays, order),
-        Some(t) if !nulls && t.primitive_width() == Some(2) => take_fixed::<u16>(arrays, order),
-        Some(t) if !nulls && t.primitive_width() == Some(1) => take_fixed::<u8>(arrays, order),
-        _ => {
-            let refs: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
-            arrow::compute::interleave(&refs, order)
+/// Buffers of released source columns, handed out again for sorted chunks.
+///
+/// A sorted run is as large as its sources, and gathering it into fresh memory made the kernel
+/// fault in and zero about a gigabyte for a 2M-row hits run. A source column is released once
+/// its sorted copy exists; its buffers (those nothing else holds) come here, and a chunk of a
+/// later column takes the smallest one that fits it, at most twice its size (a larger one
+/// would keep memory the run does not need). Fixed-width values and string offsets of chunks
+/// as long as the source batches fit such buffers exactly.
+#[derive(Default)]
+pub(crate) struct Pool {
+    /// By capacity in bytes.
+    free: Mutex<BTreeMap<usize, Vec<MutableBuffer>>>,
+}
+
+impl Pool {
+    /// Keeps the buffers of `arrays` that nothing else holds.
+    pub(crate) fn give(&self, arrays: Vec<ArrayRef>) {
+        let mut kept = Vec::new();
+        for a in arrays {
+            let data = a.to_data();
+            drop(a);
+            let buffers = data.buffers().to_vec();
+            drop(data);
+            for b in buffers {
+                // Aligned for any native width a chunk writes (malloc gives at least 16).
+                if let Ok(m) = b.into_mutable()
+                    && (m.as_ptr() as usize).is_multiple_of(16)
+                    && m.capacity() > 0
+                {
+                    kept.push(m);
+                }
+            }
+        }
+        let mut free = self.free.lock().expect("no panic holds it");
+        for m in kept {
+            free.entry(m.capacity()).or_default().push(m);
         }
     }
+
+    /// An empty buffer with room for `bytes`: a kept one if one fits, else a new one.
+    pub(crate) fn take(&self, bytes: usize) -> MutableBuffer {
+        let mut free = self.free.lock().expect("no panic holds it");
+        let fits = free
+            .range(bytes.max(1)..=bytes.max(1).saturating_mul(2))
+            .next()
+            .map(|(&capacity, _)| capacity);
+        if let Some(capacity) = fits {
+            let list = free.get_mut(&capacity).expect("found above");
+            let mut m = list.pop().expect("no empty list is kept");
+            if list.is_empty() {
+                free.remove(&capacity);
+            }
+            m.clear();
+            return m;
+        }
+        drop(free);
+        MutableBuffer::with_capacity(bytes)
+    }
+}
+
+/// The values of `arrays` (pieces of one column) at `order`'s `(array, row)` pairs, in chunks
+/// of `chunk_rows` rows (the last may be shorter), their buffers taken from `pool`.
+pub(crate) fn take(
+    arrays: &[ArrayRef],
+    order: &[(usize, usize)],
+    chunk_rows: usize,
+    pool: &Pool,
+) -> Result<Vec<ArrayRef>, ArrowError> {
+    let chunk_rows = chunk_rows.max(1);
+    let nulls = arrays.iter().any(|a| a.null_count() > 0);
+    let Some(data_type) = arrays.first().map(|a| a.data_type()).filter(|_| !nulls) else {
+        return interleave(arrays, order, chunk_rows);
+    };
+    match (data_type, data_type.primitive_width()) {
+        (DataType::Utf8, _) => take_bytes::<Utf8Type>(arrays, order, chunk_rows, pool),
+        (DataType::LargeUtf8, _) => take_bytes::<LargeUtf8Type>(arrays, order, chunk_rows, pool),
+        (DataType::Binary, _) => take_bytes::<BinaryType>(arrays, order, chunk_rows, pool),
+        (DataType::LargeBinary, _) => {
+            take_bytes::<LargeBinaryType>(arrays, order, chunk_rows, pool)
+        }
+        (_, Some(8)) => take_fixed::<u64>(arrays, order, chunk_rows, pool),
+        (_, Some(4)) => take_fixed::<u32>(arrays, order, chunk_rows, pool),
+        (_, Some(2)) => take_fixed::<u16>(arrays, order, chunk_rows, pool),
+        (_, Some(1)) => take_fixed::<u8>(arrays, order, chunk_rows, pool),
+        _ => interleave(arrays, order, chunk_rows),
+    }
+}
+
+/// [`take`] by `arrow::compute::interleave` (nulls, booleans, nested types).
+fn interleave(
+    arrays: &[ArrayRef],
+    order: &[(usize, usize)],
+    chunk_rows: usize,
+) -> Result<Vec<ArrayRef>, ArrowError> {
+    let refs: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
+    if refs.is_empty() {
+        return Ok(Vec::new());
+    }
+    order
+        .chunks(chunk_rows)
+        .map(|o| arrow::compute::interleave(&refs, o))
+        .collect()
 }
 
 /// How many rows ahead the offsets are requested; the bytes are requested half as far ahead,
 /// once their offset has (most likely) arrived.
 const AHEAD: usize = 16;
 
-/// [`take`] of string or binary pieces without nulls, in one pass with prefetching.
+/// [`take`] of string or binary pieces without nulls, in one pass with prefetching. Each
+/// chunk's offsets and values go into pool buffers; the values' buffer is chosen for the
+/// chunk's share of the sources' bytes and grows if the chunk's values are longer.
 fn take_bytes<T: ByteArrayType>(
     arrays: &[ArrayRef],
     order: &[(usize, usize)],
-) -> Result<ArrayRef, ArrowError> {
+    chunk_rows: usize,
+    pool: &Pool,
+) -> Result<Vec<ArrayRef>, ArrowError> {
     let arrays: Vec<&GenericByteArray<T>> = arrays.iter().map(|a| a.as_bytes::<T>()).collect();
     let offsets: Vec<&[T::Offset]> = arrays.iter().map(|a| a.value_offsets()).collect();
     let data: Vec<&[u8]> = arrays.iter().map(|a| a.value_data()).collect();
-    // Exact when `order` is a permutation of the pieces' rows (as a sorted run's is); only a
-    // first guess otherwise.
-    let capacity: usize = offsets
+    // The values' bytes of all pieces: exactly the output's when `order` is a permutation of
+    // the pieces' rows (as a sorted run's is).
+    let bytes: usize = offsets
         .iter()
         .map(|o| o[o.len() - 1].as_usize() - o[0].as_usize())
         .sum();
-    let mut values: Vec<u8> = Vec::with_capacity(capacity);
-    let mut ends: Vec<T::Offset> = Vec::with_capacity(order.len() + 1);
-    ends.push(T::Offset::usize_as(0));
-    for (i, &(a, r)) in order.iter().enumerate() {
-        if let Some(&(pa, pr)) = order.get(i + AHEAD) {
-            prefetch(offsets[pa].as_ptr().wrapping_add(pr));
+    let width = std::mem::size_of::<T::Offset>();
+    let mut chunks = Vec::with_capacity(order.len().div_ceil(chunk_rows));
+    for (k, o) in order.chunks(chunk_rows).enumerate() {
+        let share = (bytes as u128 * o.len() as u128 / order.len() as u128) as usize;
+        let mut values = pool.take(share);
+        let mut ends = pool.take((o.len() + 1) * width);
+        ends.push(T::Offset::usize_as(0));
+        for (i, &(a, r)) in o.iter().enumerate() {
+            let at = k * chunk_rows + i;
+            if let Some(&(pa, pr)) = order.get(at + AHEAD) {
+                prefetch(offsets[pa].as_ptr().wrapping_add(pr));
+            }
+            if let Some(&(pa, pr)) = order.get(at + AHEAD / 2) {
+                prefetch(data[pa].as_ptr().wrapping_add(offsets[pa][pr].as_usize()));
+            }
+            let from = offsets[a];
+            values.extend_from_slice(&data[a][from[r].as_usize()..from[r + 1].as_usize()]);
+            let end = T::Offset::from_usize(values.len())
+                .ok_or(ArrowError::OffsetOverflowError(values.len()))?;
+            // SAFETY: `ends` has room for `o.len() + 1` offsets and holds at most that many.
+            unsafe { ends.push_unchecked(end) };
         }
-        if let Some(&(pa, pr)) = order.get(i + AHEAD / 2) {
-            prefetch(data[pa].as_ptr().wrapping_add(offsets[pa][pr].as_usize()));
-        }
-        let o = offsets[a];
-        values.extend_from_slice(&data[a][o[r].as_usize()..o[r + 1].as_usize()]);
-        ends.push(
-            T::Offset::from_usize(values.len())
-                .ok_or(ArrowError::OffsetOverflowError(values.len()))?,
-        );
+        // Offsets ascend from 0 to the values' length and a string type's values are whole
+        // values of valid pieces, by construction; `new` and `try_new` check both again (for
+        // a string type, one sequential pass over the bytes; hits' strings arrive as Binary,
+        // which has none).
+        let array = GenericByteArray::<T>::try_new(
+            OffsetBuffer::new(ScalarBuffer::from(Buffer::from(ends))),
+            values.into(),
+            None,
+        )?;
+        chunks.push(Arc::new(array) as ArrayRef);
     }
-    // Offsets ascend from 0 to the values' length and a string type's values are whole values
-    // of valid pieces, by construction; `try_new` checks both again (for a string type, one
-    // sequential pass over the bytes; hits' strings arrive as Binary, which has none).
-    let array =
-        GenericByteArray::<T>::try_new(OffsetBuffer::new(ends.into()), values.into(), None)?;
-    Ok(Arc::new(array))
+    Ok(chunks)
 }
 
 /// How many rows ahead a fixed-width value is requested.
@@ -126,24 +256,32 @@ const AHEAD_FIXED: usize = 32;
 fn take_fixed<T: ArrowNativeType>(
     arrays: &[ArrayRef],
     order: &[(usize, usize)],
-) -> Result<ArrayRef, ArrowError> {
+    chunk_rows: usize,
+    pool: &Pool,
+) -> Result<Vec<ArrayRef>, ArrowError> {
     let data: Vec<ArrayData> = arrays.iter().map(|a| a.to_data()).collect();
     let values: Vec<&[T]> = data
         .iter()
         .map(|d| &d.buffers()[0].typed_data::<T>()[d.offset()..d.offset() + d.len()])
         .collect();
-    let mut out: Vec<T> = Vec::with_capacity(order.len());
-    for (i, &(a, r)) in order.iter().enumerate() {
-        if let Some(&(pa, pr)) = order.get(i + AHEAD_FIXED) {
-            prefetch(values[pa].as_ptr().wrapping_add(pr));
+    let data_type = arrays.first().map(|a| a.data_type().clone());
+    let mut chunks = Vec::with_capacity(order.len().div_ceil(chunk_rows));
+    for (k, o) in order.chunks(chunk_rows).enumerate() {
+        let mut out = pool.take(o.len() * std::mem::size_of::<T>());
+        for (i, &(a, r)) in o.iter().enumerate() {
+            if let Some(&(pa, pr)) = order.get(k * chunk_rows + i + AHEAD_FIXED) {
+                prefetch(values[pa].as_ptr().wrapping_add(pr));
+            }
+            // SAFETY: `out` has room for `o.len()` values and holds at most that many.
+            unsafe { out.push_unchecked(values[a][r]) };
         }
-        out.push(values[a][r]);
+        let taken = ArrayData::builder(data_type.clone().expect("rows come from an array"))
+            .len(o.len())
+            .add_buffer(out.into())
+            .build()?;
+        chunks.push(make_array(taken));
     }
-    let taken = ArrayData::builder(arrays[0].data_type().clone())
-        .len(order.len())
-        .add_buffer(Buffer::from_vec(out))
-        .build()?;
-    Ok(make_array(taken))
+    Ok(chunks)
 }
 
 /// Asks the CPU to bring the cache line at `p` in; no effect on correctness (a prefetch of any
@@ -163,8 +301,8 @@ fn prefetch<T>(p: *const T) {
 mod tests {
     use super::*;
     use arrow::array::{
-        BinaryArray, Date32Array, Float64Array, Int8Array, Int32Array, LargeBinaryArray,
-        LargeStringArray, StringArray, TimestampSecondArray, UInt16Array,
+        BinaryArray, Date32Array, Float64Array, Int8Array, Int32Array, Int64Array,
+        LargeBinaryArray, LargeStringArray, StringArray, TimestampSecondArray, UInt16Array,
     };
     use proptest::prelude::*;
 
@@ -184,8 +322,9 @@ mod tests {
         order
     }
 
-    /// `take` gives what arrow's interleave gives: for `order`, for it with some rows repeated,
-    /// and for its first half.
+    /// `take` gives what arrow's interleave gives, chunk by chunk: for `order`, for it with
+    /// some rows repeated, and for its first half, in chunks of 1, 3 and all rows, with
+    /// buffers drawn from a pool that holds the pieces' own buffers of an earlier take.
     fn same_as_arrow(arrays: &[ArrayRef], order: &[(usize, usize)]) -> Result<(), TestCaseError> {
         if arrays.is_empty() {
             return Ok(());
@@ -194,9 +333,22 @@ mod tests {
         let twice: Vec<(usize, usize)> =
             order.iter().chain(order.iter().take(7)).copied().collect();
         for o in [order, &twice, &order[..order.len() / 2]] {
-            let got = take(arrays, o).unwrap();
-            let want = arrow::compute::interleave(&refs, o).unwrap();
-            prop_assert_eq!(got.to_data(), want.to_data());
+            for chunk_rows in [1, 3, o.len().max(1)] {
+                let pool = Pool::default();
+                // Copies of the pieces, released into the pool as a gather releases a column.
+                pool.give(
+                    arrays
+                        .iter()
+                        .map(|a| arrow::compute::concat(&[a.as_ref()]).unwrap())
+                        .collect(),
+                );
+                let got = take(arrays, o, chunk_rows, &pool).unwrap();
+                prop_assert_eq!(got.len(), o.len().div_ceil(chunk_rows));
+                for (g, part) in got.iter().zip(o.chunks(chunk_rows)) {
+                    let want = arrow::compute::interleave(&refs, part).unwrap();
+                    prop_assert_eq!(g.to_data(), want.to_data());
+                }
+            }
         }
         Ok(())
     }
@@ -267,14 +419,64 @@ mod tests {
 
     #[test]
     fn binary_with_nulls_and_an_int32_column_are_taken_in_order() {
+        let pool = Pool::default();
         let a: ArrayRef = Arc::new(BinaryArray::from(vec![Some(&b"x"[..]), None, Some(b"yz")]));
         let b: ArrayRef = Arc::new(BinaryArray::from(vec![None, Some(&b"w"[..])]));
         let order = [(1, 1), (0, 2), (0, 1), (1, 0), (0, 0)];
-        let got = take(&[a.clone(), b.clone()], &order).unwrap();
+        let got = take(&[a.clone(), b.clone()], &order, 5, &pool).unwrap();
         let want = BinaryArray::from(vec![Some(&b"w"[..]), Some(b"yz"), None, None, Some(b"x")]);
-        assert_eq!(got.to_data(), want.to_data());
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].to_data(), want.to_data());
         let i: ArrayRef = Arc::new(Int32Array::from(vec![1, 2]));
-        let got = take(&[i], &[(0, 1), (0, 0)]).unwrap();
-        assert_eq!(got.to_data(), Int32Array::from(vec![2, 1]).to_data());
+        let got = take(&[i], &[(0, 1), (0, 0)], 5, &pool).unwrap();
+        assert_eq!(got[0].to_data(), Int32Array::from(vec![2, 1]).to_data());
+    }
+
+    /// A released column's buffers are written again by the next column's chunks: the
+    /// sorted chunks of `b` live where `a`'s sources were, and hold `b`'s values.
+    #[test]
+    fn released_buffers_hold_the_next_columns_chunks() {
+        let pool = Pool::default();
+        let source = |base: i64| -> Vec<ArrayRef> {
+            (0..3)
+                .map(|p| {
+                    Arc::new(Int64Array::from_iter_values(
+                        (0..1000).map(|r| base + p * 1000 + r),
+                    )) as ArrayRef
+                })
+                .collect()
+        };
+        let order = permutation(&[1000, 1000, 1000], 7);
+        let a = source(0);
+        let places: Vec<usize> = a
+            .iter()
+            .map(|x| x.to_data().buffers()[0].as_ptr() as usize)
+            .collect();
+        let a_sorted = take(&a, &order, 1000, &pool).unwrap();
+        pool.give(a);
+        let b = source(1_000_000);
+        let b_sorted = take(&b, &order, 1000, &pool).unwrap();
+        for chunk in &b_sorted {
+            let at = chunk.to_data().buffers()[0].as_ptr() as usize;
+            assert!(
+                places.contains(&at),
+                "chunk at {at:#x}, sources at {places:x?}"
+            );
+        }
+        let refs: Vec<&dyn Array> = b.iter().map(|x| x.as_ref()).collect();
+        for (chunk, part) in b_sorted.iter().zip(order.chunks(1000)) {
+            let want = arrow::compute::interleave(&refs, part).unwrap();
+            assert_eq!(chunk.to_data(), want.to_data());
+        }
+        // Buffers still held elsewhere (a's sorted chunks) are not given out.
+        let held: Vec<usize> = a_sorted
+            .iter()
+            .map(|x| x.to_data().buffers()[0].as_ptr() as usize)
+            .collect();
+        pool.give(a_sorted.clone());
+        let c = take(&source(5), &order, 1000, &pool).unwrap();
+        for chunk in &c {
+            assert!(!held.contains(&(chunk.to_data().buffers()[0].as_ptr() as usize)));
+        }
     }
 }

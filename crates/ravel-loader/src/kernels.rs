@@ -10,12 +10,12 @@ use crate::object::{Run, cut_run, writer_properties};
 
 /// The rows of `batches` in `order` (`(batch, row)` pairs, as
 /// [`ravel_layout::ClusteringOrder::merge_order`] returns them), gathered as a sorted run is:
-/// column by column in parallel.
+/// column by column in parallel, in batches as long as the longest of `batches`.
 pub fn gather(
     schema: &SchemaRef,
     batches: Vec<RecordBatch>,
     order: &[(usize, usize)],
-) -> Result<RecordBatch, LoadError> {
+) -> Result<Vec<RecordBatch>, LoadError> {
     crate::gather::gather_consuming(schema, batches, order)
 }
 

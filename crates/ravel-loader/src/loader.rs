@@ -344,7 +344,7 @@ impl Loader {
                 let batches = match &order {
                     Some(o) => {
                         let sorted = o.merge_order(&batches)?;
-                        vec![gather_consuming(&schema, batches, &sorted)?]
+                        gather_consuming(&schema, batches, &sorted)?
                     }
                     None => batches,
                 };
