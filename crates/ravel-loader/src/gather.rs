@@ -230,7 +230,7 @@ fn take_bytes<T: ByteArrayType>(
             let from = offsets[a];
             values.extend_from_slice(&data[a][from[r].as_usize()..from[r + 1].as_usize()]);
             let end = T::Offset::from_usize(values.len())
-                .ok_or(ArrowError::OffsetOverflowError(values.len()))?;
+                .ok_or_else(|| ArrowError::OffsetOverflowError(values.len()))?;
             // SAFETY: `ends` has room for `o.len() + 1` offsets and holds at most that many.
             unsafe { ends.push_unchecked(end) };
         }
