@@ -322,6 +322,11 @@ mod tests {
         order
     }
 
+    /// A copy of `a` in buffers of its own (arrow's concat of one array shares them).
+    fn copy(a: &ArrayRef) -> ArrayRef {
+        arrow::compute::concat(&[a.as_ref(), a.slice(0, 0).as_ref()]).unwrap()
+    }
+
     /// `take` gives what arrow's interleave gives, chunk by chunk: for `order`, for it with
     /// some rows repeated, and for its first half, in chunks of 1, 3 and all rows, with
     /// buffers drawn from a pool that holds the pieces' own buffers of an earlier take.
@@ -336,12 +341,7 @@ mod tests {
             for chunk_rows in [1, 3, o.len().max(1)] {
                 let pool = Pool::default();
                 // Copies of the pieces, released into the pool as a gather releases a column.
-                pool.give(
-                    arrays
-                        .iter()
-                        .map(|a| arrow::compute::concat(&[a.as_ref()]).unwrap())
-                        .collect(),
-                );
+                pool.give(arrays.iter().map(|a| copy(a)).collect());
                 let got = take(arrays, o, chunk_rows, &pool).unwrap();
                 prop_assert_eq!(got.len(), o.len().div_ceil(chunk_rows));
                 for (g, part) in got.iter().zip(o.chunks(chunk_rows)) {
@@ -430,6 +430,88 @@ mod tests {
         let i: ArrayRef = Arc::new(Int32Array::from(vec![1, 2]));
         let got = take(&[i], &[(0, 1), (0, 0)], 5, &pool).unwrap();
         assert_eq!(got[0].to_data(), Int32Array::from(vec![2, 1]).to_data());
+    }
+
+    /// Which path each type takes, seen through the pool: the one-pass paths write their chunks
+    /// into pooled buffers, arrow's interleave (nulls, booleans) into its own.
+    #[test]
+    fn each_type_takes_its_path() {
+        use arrow::array::{BooleanArray, Int16Array, Int64Array as I64};
+        let n = 500;
+        let strings: Vec<String> = (0..n).map(|i| format!("value {i}")).collect();
+        let cases: Vec<(ArrayRef, bool)> = vec![
+            (Arc::new(StringArray::from_iter_values(&strings)), true),
+            (Arc::new(LargeStringArray::from_iter_values(&strings)), true),
+            (
+                Arc::new(BinaryArray::from_iter_values(
+                    strings.iter().map(|s| s.as_bytes()),
+                )),
+                true,
+            ),
+            (
+                Arc::new(LargeBinaryArray::from_iter_values(
+                    strings.iter().map(|s| s.as_bytes()),
+                )),
+                true,
+            ),
+            (Arc::new(I64::from_iter_values(0..n as i64)), true),
+            (
+                Arc::new(TimestampSecondArray::from_iter_values(0..n as i64)),
+                true,
+            ),
+            (Arc::new(Date32Array::from_iter_values(0..n as i32)), true),
+            (Arc::new(Int16Array::from_iter_values(0..n as i16)), true),
+            (
+                Arc::new(Int8Array::from_iter_values((0..n).map(|i| i as i8))),
+                true,
+            ),
+            (
+                Arc::new(Float64Array::from_iter_values((0..n).map(|i| i as f64))),
+                true,
+            ),
+            (
+                Arc::new(StringArray::from_iter(
+                    (0..n).map(|i| (i % 7 > 0).then_some("x")),
+                )),
+                false,
+            ),
+            (
+                Arc::new(I64::from_iter(
+                    (0..n).map(|i| (i % 7 > 0).then_some(i as i64)),
+                )),
+                false,
+            ),
+            (
+                Arc::new(BooleanArray::from_iter((0..n).map(|i| Some(i % 2 == 0)))),
+                false,
+            ),
+        ];
+        for (array, fast) in cases {
+            let pieces = vec![array.slice(0, n / 2), array.slice(n / 2, n - n / 2)];
+            let order = permutation(&[n / 2, n - n / 2], 3);
+            // A copy of the column goes to the pool (its buffers fit the one chunk exactly);
+            // their addresses are what a one-pass take writes into.
+            let copies = vec![copy(&array)];
+            let pooled: Vec<usize> = copies
+                .iter()
+                .flat_map(|a| a.to_data().buffers().to_vec())
+                .map(|b| b.as_ptr() as usize)
+                .collect();
+            let pool = Pool::default();
+            pool.give(copies);
+            let got = take(&pieces, &order, n, &pool).unwrap();
+            let at = got[0].to_data().buffers()[0].as_ptr() as usize;
+            assert_eq!(
+                pooled.contains(&at),
+                fast,
+                "{}: chunk in a pooled buffer: {}",
+                array.data_type(),
+                pooled.contains(&at)
+            );
+            let refs: Vec<&dyn Array> = pieces.iter().map(|a| a.as_ref()).collect();
+            let want = arrow::compute::interleave(&refs, &order).unwrap();
+            assert_eq!(got[0].to_data(), want.to_data());
+        }
     }
 
     /// A released column's buffers are written again by the next column's chunks: the
