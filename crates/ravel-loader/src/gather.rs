@@ -500,18 +500,86 @@ mod tests {
             let pool = Pool::default();
             pool.give(copies);
             let got = take(&pieces, &order, n, &pool).unwrap();
-            let at = got[0].to_data().buffers()[0].as_ptr() as usize;
-            assert_eq!(
-                pooled.contains(&at),
-                fast,
-                "{}: chunk in a pooled buffer: {}",
-                array.data_type(),
-                pooled.contains(&at)
-            );
+            // Every buffer of the chunk (a string chunk's offsets and values alike).
+            for b in got[0].to_data().buffers() {
+                let at = b.as_ptr() as usize;
+                assert_eq!(
+                    pooled.contains(&at),
+                    fast,
+                    "{}: a buffer of the chunk is pooled: {}",
+                    array.data_type(),
+                    pooled.contains(&at)
+                );
+            }
             let refs: Vec<&dyn Array> = pieces.iter().map(|a| a.as_ref()).collect();
             let want = arrow::compute::interleave(&refs, &order).unwrap();
             assert_eq!(got[0].to_data(), want.to_data());
         }
+    }
+
+    /// The pool hands out the smallest kept buffer that fits, and none more than twice the
+    /// size asked for.
+    #[test]
+    fn the_pool_hands_out_the_smallest_fit_up_to_twice_the_size() {
+        let pool = Pool::default();
+        let sized =
+            |n: usize| -> ArrayRef { Arc::new(Int8Array::from_iter_values((0..n).map(|_| 1))) };
+        let (small, large) = (sized(1024), sized(4096));
+        let small_at = small.to_data().buffers()[0].as_ptr() as usize;
+        let large_at = large.to_data().buffers()[0].as_ptr() as usize;
+        pool.give(vec![small, large]);
+        // 1,500 bytes: only the 4,096-byte buffer is big enough, and it is more than twice.
+        let fresh = pool.take(1500);
+        assert!(fresh.capacity() >= 1500);
+        assert_ne!(fresh.as_ptr() as usize, large_at);
+        assert_ne!(fresh.as_ptr() as usize, small_at);
+        // 600 bytes: both fit within twice; the smaller one is handed out, empty.
+        let got = pool.take(600);
+        assert_eq!(got.as_ptr() as usize, small_at);
+        assert_eq!(got.len(), 0);
+        // 2,500 bytes: the larger one.
+        assert_eq!(pool.take(2500).as_ptr() as usize, large_at);
+        // Nothing is left.
+        assert_ne!(pool.take(600).as_ptr() as usize, small_at);
+    }
+
+    /// The whole gather: batches of different lengths and columns of every path (strings,
+    /// fixed widths, nulls, booleans) come back in chunks as long as the longest batch, each
+    /// row where the order puts it.
+    #[test]
+    fn a_run_is_gathered_into_batches_as_long_as_the_longest_source_batch() {
+        use arrow::array::BooleanArray;
+        use arrow::datatypes::{Field, Schema};
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("s", DataType::Utf8, false),
+            Field::new("i", DataType::Int64, false),
+            Field::new("n", DataType::Int32, true),
+            Field::new("b", DataType::Boolean, false),
+        ]));
+        let batch = |rows: std::ops::Range<i64>| {
+            let columns: Vec<ArrayRef> = vec![
+                Arc::new(StringArray::from_iter_values(
+                    rows.clone().map(|r| format!("row {r}")),
+                )),
+                Arc::new(Int64Array::from_iter_values(rows.clone())),
+                Arc::new(Int32Array::from_iter(
+                    rows.clone().map(|r| (r % 3 > 0).then_some(r as i32)),
+                )),
+                Arc::new(BooleanArray::from_iter(rows.map(|r| Some(r % 2 == 0)))),
+            ];
+            RecordBatch::try_new(schema.clone(), columns).unwrap()
+        };
+        let batches = vec![batch(0..3), batch(3..8), batch(8..10)];
+        let order = permutation(&[3, 5, 2], 11);
+        let want = arrow::compute::concat_batches(&schema, &batches).unwrap();
+        let starts = [0, 3, 8];
+        let rows: Vec<u32> = order.iter().map(|&(b, r)| (starts[b] + r) as u32).collect();
+        let want = arrow::compute::take_record_batch(&want, &arrow::array::UInt32Array::from(rows))
+            .unwrap();
+        let got = gather_consuming(&schema, batches, &order).unwrap();
+        let lens: Vec<usize> = got.iter().map(|b| b.num_rows()).collect();
+        assert_eq!(lens, vec![5, 5]);
+        assert_eq!(arrow::compute::concat_batches(&schema, &got).unwrap(), want);
     }
 
     /// A released column's buffers are written again by the next column's chunks: the
