@@ -28,13 +28,13 @@ use crate::LoadError;
 
 /// The rows of `batches` in `order`, gathered column by column in parallel, largest column
 /// first (one column's random reads stay within that column's buffers, which keeps them in
-/// cache). Each source column is released as soon as its sorted copy exists, so the run never
-/// needs twice its memory: at any moment only the columns being gathered exist twice.
+/// cache). Each source column is released to a [`Pool`] as soon as its sorted copy exists, so
+/// the run never needs twice its memory: at any moment only the columns being gathered exist
+/// twice, besides pooled buffers no chunk has taken yet (freed when the gather ends).
 ///
-/// The sorted run comes in batches of as many rows as the largest source batch, so that a
-/// released source column's buffers fit the next column's sorted chunks exactly: they are
-/// written again (see [`Pool`]) instead of fresh memory, which the kernel would fault in and
-/// zero page by page.
+/// The sorted run comes in batches of as many rows as the longest source batch, so that a
+/// released source column's buffers fit the next columns' sorted chunks: they are written again
+/// instead of fresh memory, which the kernel would fault in and zero page by page.
 pub(crate) fn gather_consuming(
     schema: &SchemaRef,
     batches: Vec<RecordBatch>,
@@ -93,7 +93,7 @@ pub(crate) fn gather_consuming(
 /// its sorted copy exists; its buffers (those nothing else holds) come here, and a chunk of a
 /// later column takes the smallest one that fits it, at most twice its size (a larger one
 /// would keep memory the run does not need). Fixed-width values and string offsets of chunks
-/// as long as the source batches fit such buffers exactly.
+/// as long as the source batches fit such buffers exactly; string values fit them roughly.
 #[derive(Default)]
 pub(crate) struct Pool {
     /// By capacity in bytes.
