@@ -264,7 +264,8 @@ fn take_fixed<T: ArrowNativeType>(
         .iter()
         .map(|d| &d.buffers()[0].typed_data::<T>()[d.offset()..d.offset() + d.len()])
         .collect();
-    let data_type = arrays.first().map(|a| a.data_type().clone());
+    // `take` sends only non-empty pieces here.
+    let data_type = arrays[0].data_type();
     let mut chunks = Vec::with_capacity(order.len().div_ceil(chunk_rows));
     for (k, o) in order.chunks(chunk_rows).enumerate() {
         let mut out = pool.take(o.len() * std::mem::size_of::<T>());
@@ -275,7 +276,7 @@ fn take_fixed<T: ArrowNativeType>(
             // SAFETY: `out` has room for `o.len()` values and holds at most that many.
             unsafe { out.push_unchecked(values[a][r]) };
         }
-        let taken = ArrayData::builder(data_type.clone().expect("rows come from an array"))
+        let taken = ArrayData::builder(data_type.clone())
             .len(o.len())
             .add_buffer(out.into())
             .build()?;
