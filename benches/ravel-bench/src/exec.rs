@@ -18,7 +18,24 @@ pub struct Measured {
     /// CPU seconds in user and kernel mode.
     pub user_s: f64,
     pub sys_s: f64,
+    /// The share of the machine's CPU time that its hypervisor took for other guests (steal)
+    /// while the command ran, from /proc/stat; `None` where that is not readable. A noisy
+    /// neighbour shows here, not in the command's own CPU times.
+    pub steal_share: Option<f64>,
     pub stdout: String,
+}
+
+/// The machine's CPU ticks from /proc/stat's `cpu` line: (steal, total).
+fn cpu_ticks() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().next()?.strip_prefix("cpu ")?;
+    let ticks: Vec<u64> = line
+        .split_whitespace()
+        .map(|t| t.parse().ok())
+        .collect::<Option<_>>()?;
+    // user nice system idle iowait irq softirq steal [guest guest_nice], guest time being
+    // counted in user already.
+    Some((*ticks.get(7)?, ticks.iter().take(8).sum()))
 }
 
 fn describe(cmd: &Command) -> String {
@@ -37,6 +54,7 @@ pub fn run(cmd: &mut Command) -> Result<Measured> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    let ticks = cpu_ticks();
     let t = Instant::now();
     let mut child = cmd.spawn().with_context(|| format!("starting {what}"))?;
     let mut out = child.stdout.take().expect("piped");
@@ -59,6 +77,10 @@ pub fn run(cmd: &mut Command) -> Result<Measured> {
     // both out-pointers point at live locals.
     let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     let wall_s = t.elapsed().as_secs_f64();
+    let steal_share = match (ticks, cpu_ticks()) {
+        (Some((s0, t0)), Some((s1, t1))) if t1 > t0 => Some((s1 - s0) as f64 / (t1 - t0) as f64),
+        _ => None,
+    };
     if r != pid {
         bail!("waiting for {what}: {}", std::io::Error::last_os_error());
     }
@@ -82,6 +104,7 @@ pub fn run(cmd: &mut Command) -> Result<Measured> {
         peak_rss_bytes: usage.ru_maxrss as u64 * 1024,
         user_s: usage.ru_utime.tv_sec as f64 + usage.ru_utime.tv_usec as f64 / 1e6,
         sys_s: usage.ru_stime.tv_sec as f64 + usage.ru_stime.tv_usec as f64 / 1e6,
+        steal_share,
         stdout,
     })
 }
@@ -107,6 +130,8 @@ mod tests {
         assert_eq!(m.stdout.trim(), "done");
         assert!(m.peak_rss_bytes >= 64 << 20, "{}", m.peak_rss_bytes);
         assert!(m.wall_s > 0.0);
+        let steal = m.steal_share.expect("/proc/stat is readable on Linux");
+        assert!((0.0..=1.0).contains(&steal), "{steal}");
 
         let e = run(Command::new("sh").args(["-c", "echo broken >&2; exit 3"]))
             .err()

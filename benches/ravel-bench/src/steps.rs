@@ -74,14 +74,18 @@ fn file_bytes(p: &Path) -> u64 {
 
 fn figures(m: &Measured) -> BTreeMap<String, f64> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-    BTreeMap::from([
+    let mut f = BTreeMap::from([
         ("wall_s".into(), m.wall_s),
         ("peak_rss_mb".into(), m.peak_rss_bytes as f64 / MB),
         ("cpu_user_s".into(), m.user_s),
         ("cpu_sys_s".into(), m.sys_s),
         // The share of the machine's cores the process kept busy over its wall time.
         ("cpu_busy".into(), (m.user_s + m.sys_s) / (m.wall_s * cores)),
-    ])
+    ]);
+    if let Some(steal) = m.steal_share {
+        f.insert("machine_steal".into(), steal);
+    }
+    f
 }
 
 fn num(v: &Value, path: &[&str]) -> Option<f64> {

@@ -255,7 +255,14 @@ fn print_summary(r: &LoadReport, wall: f64) {
     );
     let s = &r.stages;
     println!(
-        "stages: read {:.2} s, sort {:.2} s, encode {:.2} s (Bloom sidecar {:.2} s), upload {:.2} s (summed over tasks), commit {:.2} s; peak budget {} bytes",
-        s.read_s, s.sort_s, s.encode_s, s.blooms_s, s.upload_s, s.commit_s, r.peak_budget_bytes
+        "stages: read {:.2} s, sort {:.2} s, gather {:.2} s, encode {:.2} s (Bloom sidecar {:.2} s), upload {:.2} s (summed over tasks), commit {:.2} s; peak budget {} bytes",
+        s.read_s,
+        s.sort_s,
+        s.gather_s,
+        s.encode_s,
+        s.blooms_s,
+        s.upload_s,
+        s.commit_s,
+        r.peak_budget_bytes
     );
 }

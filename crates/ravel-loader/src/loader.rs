@@ -30,7 +30,10 @@ fn units(bytes: u64) -> u32 {
 pub struct StageTimes {
     /// Waiting for input (measured by the caller's source; see [`Loader::add_read_time`]).
     pub read_s: f64,
+    /// Computing the clustering order of the buffered rows (normalized keys, parallel sort).
     pub sort_s: f64,
+    /// Taking every column of the buffered rows in that order (the sorted run's copy).
+    pub gather_s: f64,
     /// Includes `blooms_s`.
     pub encode_s: f64,
     /// Copying each object's Bloom filters out of the encoded object into the sidecar (part
@@ -339,17 +342,18 @@ impl Loader {
             .map(|&c| schema.field(c).name().clone())
             .collect();
         let worker = tokio::task::spawn_blocking(
-            move || -> Result<(f64, f64, f64, Option<f64>), LoadError> {
+            move || -> Result<(f64, f64, f64, f64, Option<f64>), LoadError> {
                 let t = Instant::now();
-                let batches = match &order {
+                let (batches, sort_s) = match &order {
                     Some(o) => {
                         let sorted = o.merge_order(&batches)?;
-                        gather_consuming(&schema, batches, &sorted)?
+                        let sort_s = t.elapsed().as_secs_f64();
+                        (gather_consuming(&schema, batches, &sorted)?, sort_s)
                     }
-                    None => batches,
+                    None => (batches, t.elapsed().as_secs_f64()),
                 };
                 let run = Run::new(schema, batches);
-                let sort_s = t.elapsed().as_secs_f64();
+                let gather_s = t.elapsed().as_secs_f64() - sort_s;
                 // Encoding starts with the dictionary trials that choose the writer settings.
                 let t = Instant::now();
                 let (props, bytes_per_row) =
@@ -373,7 +377,13 @@ impl Loader {
                 // The rows are gone once the last object is encoded: return their budget.
                 drop(run);
                 drop(run_permit);
-                Ok((sort_s, t.elapsed().as_secs_f64(), blooms_s, calibration))
+                Ok((
+                    sort_s,
+                    gather_s,
+                    t.elapsed().as_secs_f64(),
+                    blooms_s,
+                    calibration,
+                ))
             },
         );
 
@@ -443,10 +453,18 @@ impl Loader {
         match (worked, failure) {
             // An upload's failure is the cause; the worker then only saw the pipeline close.
             (_, Some(e)) | (Err(e), None) => Err(e),
-            (Ok((sort_s, encode_s, blooms_s, calibration)), None) => {
-                tracing::info!(run = run_no, objects = seq, sort_s, encode_s, "run stored");
+            (Ok((sort_s, gather_s, encode_s, blooms_s, calibration)), None) => {
+                tracing::info!(
+                    run = run_no,
+                    objects = seq,
+                    sort_s,
+                    gather_s,
+                    encode_s,
+                    "run stored"
+                );
                 self.calibration = calibration;
                 self.stages.sort_s += sort_s;
+                self.stages.gather_s += gather_s;
                 self.stages.encode_s += encode_s;
                 self.stages.blooms_s += blooms_s;
                 Ok(())
