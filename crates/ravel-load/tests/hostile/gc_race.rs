@@ -1,0 +1,1 @@
+//! (tests added below)

@@ -1,0 +1,11 @@
+//! Inputs and command lines a hostile or careless user gives: each test runs the command that
+//! once lost data, wrote where it must not, hung, or answered wrongly, and asserts that it now
+//! refuses or holds.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod gc_race;
+mod inputs;
+mod query;
+mod schema;
