@@ -1,4 +1,6 @@
 //! `ravel-load bench-queries`: each statement of a file cold and hot, with its store traffic.
+//! Only queries run: a file with a statement that writes, defines or sets is refused before
+//! any runs. Exit 1 when any statement failed (the results and the summary still print).
 
 use std::path::PathBuf;
 
@@ -47,13 +49,8 @@ pub fn run(args: BenchQueriesArgs) -> Result<()> {
         sql_name: args.sql_name.clone(),
         target_partitions: None,
     };
-    if !args.json {
-        println!(
-            "{:>3} {:>8} {:>9} {:>9} {:>6} {:>12} {:>9}  error",
-            "q", "rows", "cold s", "hot s", "GETs", "bytes", "objects"
-        );
-    }
     let json = args.json;
+    let mut header = !json;
     let runs = crate::runtime()?
         .block_on(bench_statements(
             &args.store,
@@ -61,27 +58,44 @@ pub fn run(args: BenchQueriesArgs) -> Result<()> {
             &list,
             &opts,
             |r| {
+                if std::mem::take(&mut header) {
+                    print_header();
+                }
                 if !json {
                     print_row(r);
                 }
             },
         ))
         .with_context(|| format!("benchmarking table {:?} in {}", args.table, args.store))?;
+    let failed = runs.iter().filter(|r| r.error.is_some()).count();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&runs)?);
     } else {
         let sum = |f: fn(&StatementRun) -> Option<f64>| runs.iter().filter_map(f).sum::<f64>();
         println!(
-            "total: cold {:.3} s, hot {:.3} s, {} GETs, {} bytes; {} of {} statements failed",
+            "total: cold {:.3} s, hot {:.3} s, {} GETs, {} bytes; {failed} of {} statements failed",
             sum(|r| r.cold_s),
             sum(|r| r.hot_s),
             sum(|r| r.cold_gets.map(|g| g as f64)),
             sum(|r| r.cold_bytes.map(|b| b as f64)),
-            runs.iter().filter(|r| r.error.is_some()).count(),
             runs.len()
         );
     }
+    if failed > 0 {
+        anyhow::bail!(
+            "{failed} of {} statements of {} failed (their errors are in the results)",
+            runs.len(),
+            args.queries.display()
+        );
+    }
     Ok(())
+}
+
+fn print_header() {
+    println!(
+        "{:>3} {:>8} {:>9} {:>9} {:>6} {:>12} {:>9}  error",
+        "q", "rows", "cold s", "hot s", "GETs", "bytes", "objects"
+    );
 }
 
 fn print_row(r: &StatementRun) {

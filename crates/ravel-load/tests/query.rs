@@ -7,6 +7,15 @@ fn ok(args: &[&str]) -> (String, String) {
     succeeds(command(args))
 }
 
+/// Runs a benchmark in which a statement fails: exit 1, the results on stdout.
+fn failed_bench(args: &[&str]) -> String {
+    let out = run(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("1 of 3 statements"), "{err}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
 #[test]
 fn query_and_bench_queries_on_a_loaded_table() {
     let dir = tempfile::tempdir().unwrap();
@@ -98,14 +107,15 @@ fn query_and_bench_queries_on_a_loaded_table() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("\"nope\""));
 
-    // bench-queries: every statement cold and hot; a failing one is reported, the run goes on.
+    // bench-queries: every statement cold and hot; a failing one is reported, the run goes on,
+    // and the run exits 1.
     let queries = dir.path().join("q.sql");
     std::fs::write(
         &queries,
         "SELECT COUNT(*) FROM hits;\n\nSELECT \"NoSuchColumn\" FROM hits;\nSELECT \"URL\", COUNT(*) FROM hits WHERE \"CounterID\" = 62 GROUP BY \"URL\";\n",
     )
     .unwrap();
-    let (out, _) = ok(&[
+    let out = failed_bench(&[
         "bench-queries",
         "--store",
         p(&store),
@@ -130,7 +140,7 @@ fn query_and_bench_queries_on_a_loaded_table() {
         "{}",
         runs[2]
     );
-    let (out, _) = ok(&[
+    let out = failed_bench(&[
         "bench-queries",
         "--store",
         p(&store),

@@ -9,12 +9,19 @@
 //! string column for equality also reads that column's section of each load's Bloom sidecar
 //! (one ranged GET per load, once per table) and skips the objects whose filters exclude it. When `EventDate` is stored as UInt16 days (the
 //! public hits.parquet convention), the table is registered as `<name>_raw` and a view `<name>`
-//! presents EventDate as a DATE, as ClickBench's DataFusion entry does.
+//! presents EventDate as a DATE, as ClickBench's DataFusion entry does. Both are registered
+//! under their exact names: a statement quotes a name with upper-case letters or `-`
+//! (`"CON"`), since SQL folds unquoted names to lower case.
+//!
+//! Statements only read ([`statement`]): one that would write, define, drop or set anything
+//! is refused before it runs, and the context reaches no store but the table's.
 //!
 //! Every request goes through a [`traffic::TrafficStore`], so each statement's GETs and bytes
 //! are what a cold read from the store costs.
 
+pub mod bench;
 pub mod prune;
+pub mod statement;
 pub mod table;
 pub mod traffic;
 
@@ -23,12 +30,18 @@ use std::time::Instant;
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::DataType;
+use datafusion::catalog::TableProvider;
+use datafusion::common::TableReference;
+use datafusion::datasource::ViewTable;
 use datafusion::execution::object_store::ObjectStoreUrl;
-use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::logical_expr::{LogicalPlan, cast};
+use datafusion::prelude::{Expr, SessionConfig, SessionContext, ident};
 use ravel_manifest::{ManifestError, read_manifests};
 use ravel_store::{Store, StoreError, TablePaths};
 use serde::Serialize;
 
+pub use bench::{StatementRun, bench_statements, statements};
+pub use statement::{AnswerStream, Spent};
 pub use table::{RavelTable, ScanCounts};
 pub use traffic::{Traffic, TrafficCounter, TrafficStore};
 
@@ -49,8 +62,42 @@ pub enum QueryError {
         first: String,
         other: String,
     },
-    #[error("{0}")]
-    DataFusion(#[from] datafusion::error::DataFusionError),
+    /// A statement that would write, define, drop or set something: this path only reads.
+    #[error(
+        "the table is read-only here: only queries run, and this statement is {what} (refused, \
+         nothing ran)"
+    )]
+    ReadOnly { what: String },
+    /// The name statements would use for the table is not a plain name.
+    #[error(
+        "the name {0:?} for the table in statements is not allowed: use 1-128 characters of \
+         A-Z a-z 0-9 _ - and do not start with _ or -"
+    )]
+    BadSqlName(String),
+    /// A statement named a table that is not there, and the table's own name is one SQL folds
+    /// to lower case unless it is quoted.
+    #[error(
+        "{}; the table is named {name:?}: quote it as \"{name}\" (SQL folds unquoted names to \
+         lower case)",
+        statement::describe(.error)
+    )]
+    Unquoted {
+        name: String,
+        error: datafusion::error::DataFusionError,
+    },
+    /// A statement of a file failed or was refused.
+    #[error("line {line}: {error}")]
+    AtLine { line: usize, error: Box<QueryError> },
+    /// DataFusion refused or failed a statement. Its message says it all (its causes
+    /// included), so it is not repeated as this error's source.
+    #[error("{}", statement::describe(.0))]
+    DataFusion(datafusion::error::DataFusionError),
+}
+
+impl From<datafusion::error::DataFusionError> for QueryError {
+    fn from(e: datafusion::error::DataFusionError) -> Self {
+        QueryError::DataFusion(e)
+    }
 }
 
 impl QueryError {
@@ -64,12 +111,11 @@ impl QueryError {
                     | StoreError::BadUrl { .. }
                     | StoreError::NoSuchStore { .. }
             ),
-            QueryError::DataFusion(e) => matches!(
-                e.find_root(),
-                datafusion::error::DataFusionError::SQL(..)
-                    | datafusion::error::DataFusionError::Plan(_)
-                    | datafusion::error::DataFusionError::SchemaError(..)
-            ),
+            QueryError::ReadOnly { .. }
+            | QueryError::BadSqlName(_)
+            | QueryError::Unquoted { .. } => true,
+            QueryError::AtLine { error, .. } => error.is_invalid_input(),
+            QueryError::DataFusion(e) => statement::is_bad_statement(e),
             _ => false,
         }
     }
@@ -123,6 +169,8 @@ pub struct QueryTable {
     counter: TrafficCounter,
     scan: Arc<Mutex<ScanCounts>>,
     opened: Opened,
+    /// The name statements use for the table.
+    name: String,
 }
 
 impl QueryTable {
@@ -133,6 +181,7 @@ impl QueryTable {
         opts: &QueryOptions,
     ) -> Result<QueryTable, QueryError> {
         let paths = TablePaths::new(table)?;
+        let name = sql_name(table, opts)?;
         let counting = TrafficStore::new(store.object_store().clone());
         let counter = counting.counter();
         let counting = Arc::new(counting);
@@ -175,11 +224,10 @@ impl QueryTable {
         parquet.bloom_filter_on_read = true;
         parquet.pruning = true;
         parquet.binary_as_string = true;
-        let ctx = SessionContext::new_with_config(config);
         let store_url = ObjectStoreUrl::parse("ravel://store/")?;
-        ctx.register_object_store(store_url.as_ref(), counting.clone());
+        let runtime = statement::table_only_runtime(&store_url, counting.clone())?;
+        let ctx = SessionContext::new_with_config_rt(config, runtime);
 
-        let name = opts.sql_name.clone().unwrap_or_else(|| table.to_string());
         let raw_date = file_schema
             .field_with_name("EventDate")
             .is_ok_and(|f| f.data_type() == &DataType::UInt16);
@@ -193,22 +241,20 @@ impl QueryTable {
             opts.manifest_pruning,
         );
         let scan = provider.scan_counts();
-        if raw_date {
-            let raw = format!("{name}_raw");
-            ctx.register_table(raw.as_str(), Arc::new(provider))?;
-            ctx.sql(&format!(
-                "CREATE VIEW \"{name}\" AS SELECT * EXCEPT (\"EventDate\"), \
-                 CAST(CAST(\"EventDate\" AS INTEGER) AS DATE) AS \"EventDate\" FROM \"{raw}\""
-            ))
-            .await?;
+        let provider: Arc<dyn TableProvider> = if raw_date {
+            let raw = TableReference::bare(format!("{name}_raw"));
+            ctx.register_table(raw.clone(), Arc::new(provider))?;
+            Arc::new(ViewTable::new(date_view(&ctx, raw).await?, None))
         } else {
-            ctx.register_table(name.as_str(), Arc::new(provider))?;
-        }
+            Arc::new(provider)
+        };
+        ctx.register_table(TableReference::bare(name.as_str()), provider)?;
         Ok(QueryTable {
             ctx,
             counter,
             scan,
             opened,
+            name,
         })
     }
 
@@ -222,114 +268,99 @@ impl QueryTable {
         &self.ctx
     }
 
-    /// Runs one statement and returns its rows and its traffic.
+    /// Runs one statement and returns all its rows and its traffic (for tests and benchmarks:
+    /// the rows are held in memory; [`QueryTable::sql_stream`] hands them over as they come).
     pub async fn sql(&self, sql: &str) -> Result<Answer, QueryError> {
-        self.counter.reset();
-        *self.scan.lock().expect("scan counts") = ScanCounts::default();
-        let t = Instant::now();
-        let batches = self.ctx.sql(sql).await?.collect().await?;
-        let wall_s = t.elapsed().as_secs_f64();
+        let mut stream = self.sql_stream(sql).await?;
+        let mut batches = Vec::new();
+        while let Some(batch) = stream.next().await {
+            batches.push(batch?);
+        }
+        let spent = stream.spent();
         Ok(Answer {
-            rows: batches.iter().map(|b| b.num_rows()).sum(),
             batches,
-            wall_s,
-            traffic: self.counter.get(),
-            scan: *self.scan.lock().expect("scan counts"),
+            rows: spent.rows,
+            wall_s: spent.wall_s,
+            traffic: spent.traffic,
+            scan: spent.scan,
         })
     }
-}
 
-/// One statement of a benchmark run: cold (fresh context and store handle) and hot (the same
-/// statement again in that context).
-#[derive(Debug, Clone, Serialize)]
-pub struct StatementRun {
-    /// 1-based position in the statements file.
-    pub number: usize,
-    pub sql: String,
-    pub rows: Option<usize>,
-    pub cold_s: Option<f64>,
-    pub hot_s: Option<f64>,
-    /// Store traffic of the cold run, opening the table (its manifests) included.
-    pub cold_gets: Option<u64>,
-    pub cold_bytes: Option<u64>,
-    pub objects_touched: Option<usize>,
-    pub objects_total: Option<usize>,
-    /// Objects kept by the manifest's ranges.
-    pub objects_kept: Option<usize>,
-    /// Store traffic of the hot run (what the context's caches did not save).
-    pub hot_gets: Option<u64>,
-    pub hot_bytes: Option<u64>,
-    pub error: Option<String>,
-}
-
-/// Statements of a file: one per line; blank lines and `--` comments are skipped.
-pub fn statements(text: &str) -> Vec<(usize, String)> {
-    text.lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l.trim()))
-        .filter(|(_, l)| !l.is_empty() && !l.starts_with("--"))
-        .map(|(i, l)| (i, l.to_string()))
-        .collect()
-}
-
-/// Runs each statement cold and then hot against `table` in the store at `url`; a statement
-/// that fails is reported with its error and the run goes on.
-pub async fn bench_statements(
-    url: &str,
-    table: &str,
-    statements: &[(usize, String)],
-    opts: &QueryOptions,
-    mut progress: impl FnMut(&StatementRun),
-) -> Result<Vec<StatementRun>, QueryError> {
-    let mut out = Vec::new();
-    for (number, sql) in statements {
-        let mut run = StatementRun {
-            number: *number,
-            sql: sql.clone(),
-            rows: None,
-            cold_s: None,
-            hot_s: None,
-            cold_gets: None,
-            cold_bytes: None,
-            objects_touched: None,
-            objects_total: None,
-            objects_kept: None,
-            hot_gets: None,
-            hot_bytes: None,
-            error: None,
-        };
-        // Cold: a new store handle (no connection, no cache) and a new context.
-        let store = Store::open(url)?;
-        let t = Instant::now();
-        let result = async {
-            let q = QueryTable::open(&store, table, opts).await?;
-            let a = q.sql(sql).await?;
-            Ok::<_, QueryError>((q, a))
+    /// Starts one statement, which must be a query (see [`statement`]); its rows come from
+    /// the stream as they are read, and its traffic is counted from here.
+    pub async fn sql_stream(&self, sql: &str) -> Result<AnswerStream, QueryError> {
+        self.counter.reset();
+        *self.scan.lock().expect("scan counts") = ScanCounts::default();
+        let started = Instant::now();
+        let plan = self.check(sql).await?;
+        let stream = async {
+            self.ctx
+                .execute_logical_plan(plan)
+                .await?
+                .execute_stream()
+                .await
         }
-        .await;
-        match result {
-            Ok((q, a)) => {
-                run.cold_s = Some(t.elapsed().as_secs_f64());
-                run.rows = Some(a.rows);
-                run.cold_gets = Some(q.opened().traffic.gets + a.traffic.gets);
-                run.cold_bytes = Some(q.opened().traffic.bytes + a.traffic.bytes);
-                run.objects_touched = Some(a.traffic.objects);
-                run.objects_total = Some(q.opened().objects);
-                run.objects_kept = Some(a.scan.kept);
-                match q.sql(sql).await {
-                    Ok(hot) => {
-                        run.hot_s = Some(hot.wall_s);
-                        run.hot_gets = Some(hot.traffic.gets);
-                        run.hot_bytes = Some(hot.traffic.bytes);
-                    }
-                    Err(e) => run.error = Some(format!("hot run: {e}")),
-                }
-            }
-            Err(e @ (QueryError::NoSuchTable(_) | QueryError::Store(_))) => return Err(e),
-            Err(e) => run.error = Some(e.to_string()),
-        }
-        progress(&run);
-        out.push(run);
+        .await
+        .map_err(|e| self.explain(e))?;
+        Ok(AnswerStream {
+            stream,
+            rows: 0,
+            started,
+            counter: self.counter.clone(),
+            scan: self.scan.clone(),
+        })
     }
-    Ok(out)
+
+    /// Plans one statement without running it, refusing anything but a query.
+    pub async fn check(&self, sql: &str) -> Result<LogicalPlan, QueryError> {
+        let plan = self
+            .ctx
+            .state()
+            .create_logical_plan(sql)
+            .await
+            .map_err(|e| self.explain(e))?;
+        statement::refuse_writes(&plan)?;
+        Ok(plan)
+    }
+
+    /// `e`, with a hint to quote the table's name when a statement did not find a table and
+    /// the name is one SQL folds unless quoted.
+    fn explain(&self, e: datafusion::error::DataFusionError) -> QueryError {
+        if statement::is_table_not_found(&e) && statement::needs_quotes(&self.name) {
+            QueryError::Unquoted {
+                name: self.name.clone(),
+                error: e,
+            }
+        } else {
+            QueryError::DataFusion(e)
+        }
+    }
+}
+
+/// The name statements use for `table`: `--as`'s when given, checked as table names are, so
+/// that it is a plain name.
+fn sql_name(table: &str, opts: &QueryOptions) -> Result<String, QueryError> {
+    match &opts.sql_name {
+        Some(name) => match TablePaths::new(name) {
+            Ok(_) => Ok(name.clone()),
+            Err(_) => Err(QueryError::BadSqlName(name.clone())),
+        },
+        None => Ok(table.to_string()),
+    }
+}
+
+/// The table `raw` with its UInt16 `EventDate` (days since 1970) as a DATE, last, as
+/// ClickBench's DataFusion entry presents it; built as a plan, so no name passes through SQL.
+async fn date_view(ctx: &SessionContext, raw: TableReference) -> Result<LogicalPlan, QueryError> {
+    let df = ctx.table(raw).await?;
+    let mut columns: Vec<Expr> = df
+        .schema()
+        .fields()
+        .iter()
+        .filter(|f| f.name() != "EventDate")
+        .map(|f| ident(f.name()))
+        .collect();
+    let days = cast(ident("EventDate"), DataType::Int32);
+    columns.push(cast(days, DataType::Date32).alias("EventDate"));
+    Ok(df.select(columns)?.into_unoptimized_plan())
 }

@@ -1,12 +1,14 @@
 //! Store traffic, counted by a wrapper store (one trait, behaviour by composition, like
 //! object_store's `ThrottledStore`): every request that reaches the real store passes through
-//! it, so the counts are what a cold read from S3 costs.
+//! it, so the counts are what a cold read from S3 costs. The query path only reads, so the
+//! wrapper passes reads only: a write, copy or delete through it is refused.
 
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use futures::StreamExt;
 use futures::stream::BoxStream;
 use object_store::path::Path;
 use object_store::{
@@ -77,7 +79,7 @@ impl TrafficCounter {
     }
 }
 
-/// Wraps a store and counts the requests that pass.
+/// Wraps a store, counts the reads that pass and refuses writes.
 #[derive(Debug)]
 pub struct TrafficStore<T: ObjectStore> {
     inner: T,
@@ -109,18 +111,18 @@ impl<T: ObjectStore> ObjectStore for TrafficStore<T> {
     async fn put_opts(
         &self,
         location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
+        _payload: PutPayload,
+        _opts: PutOptions,
     ) -> Result<PutResult> {
-        self.inner.put_opts(location, payload, opts).await
+        Err(read_only("put", location))
     }
 
     async fn put_multipart_opts(
         &self,
         location: &Path,
-        opts: PutMultipartOptions,
+        _opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
+        Err(read_only("put", location))
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
@@ -145,7 +147,7 @@ impl<T: ObjectStore> ObjectStore for TrafficStore<T> {
         &self,
         locations: BoxStream<'static, Result<Path>>,
     ) -> BoxStream<'static, Result<Path>> {
-        self.inner.delete_stream(locations)
+        locations.map(|l| Err(read_only("delete", &l?))).boxed()
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
@@ -158,7 +160,14 @@ impl<T: ObjectStore> ObjectStore for TrafficStore<T> {
         self.inner.list_with_delimiter(prefix).await
     }
 
-    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
-        self.inner.copy_opts(from, to, options).await
+    async fn copy_opts(&self, _from: &Path, to: &Path, _options: CopyOptions) -> Result<()> {
+        Err(read_only("copy onto", to))
+    }
+}
+
+/// The error of a write through the read-only query path.
+fn read_only(what: &str, location: &Path) -> object_store::Error {
+    object_store::Error::NotSupported {
+        source: format!("the query path only reads: {what} {location} refused").into(),
     }
 }

@@ -268,3 +268,53 @@ async fn traffic_is_counted_exactly_on_a_statement_that_touches_one_object() {
     };
     assert!(count > 0, "the URL is in object {holder}");
 }
+
+/// The context reaches no store but the table's, and that one only for reading: a COPY run
+/// through the context itself (past the statement check) writes neither a local file nor an
+/// object in the table's store; through `sql` it is refused before it runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_context_can_write_nowhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("store").to_str().unwrap()).unwrap();
+    load_hits(&store, 2_000, 100_000_000).await;
+    let table = QueryTable::open(&store, "hits", &QueryOptions::default())
+        .await
+        .unwrap();
+    let local = dir.path().join("out.csv");
+    let targets = [
+        local.display().to_string(),
+        format!("file://{}", local.display()),
+        "ravel://store/hits/data/x.csv".to_string(),
+    ];
+    for target in targets {
+        let sql = format!("COPY (SELECT 1 AS x) TO '{target}' STORED AS CSV");
+        let run = async { table.context().sql(&sql).await?.collect().await };
+        assert!(run.await.is_err(), "{sql}");
+        let refused = table.sql(&sql).await.unwrap_err();
+        assert!(
+            matches!(refused, ravel_query::QueryError::ReadOnly { .. }),
+            "{refused}"
+        );
+        assert!(refused.is_invalid_input());
+    }
+    assert!(!local.exists());
+    assert!(!dir.path().join("store/hits/data/x.csv").exists());
+    // Upper-case names and names with `-` are registered as they are, for quoted statements.
+    let named = QueryTable::open(
+        &store,
+        "hits",
+        &QueryOptions {
+            sql_name: Some("Hits-2".into()),
+            ..QueryOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let a = named.sql("SELECT COUNT(*) FROM \"Hits-2\"").await.unwrap();
+    assert_eq!(a.rows, 1);
+    let e = named.sql("SELECT COUNT(*) FROM Hits").await.unwrap_err();
+    assert!(
+        e.is_invalid_input() && e.to_string().contains("quote"),
+        "{e}"
+    );
+}
