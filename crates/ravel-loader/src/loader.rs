@@ -95,6 +95,16 @@ pub struct Loader {
     /// Set by a failed push: such a load can only fail, never publish.
     poisoned: bool,
     started: Instant,
+    /// Where the next pushed row stands in its input, for errors that name a row.
+    position: InputPosition,
+}
+
+/// The input the last batch came from and how many of its rows were pushed before: errors
+/// name a row by its 1-based number in its input.
+#[derive(Debug, Default)]
+struct InputPosition {
+    input: String,
+    rows: u64,
 }
 
 impl Loader {
@@ -141,6 +151,7 @@ impl Loader {
             reused: 0,
             poisoned: false,
             started: Instant::now(),
+            position: InputPosition::default(),
         })
     }
 
@@ -169,20 +180,38 @@ impl Loader {
         self.stages.read_s += d.as_secs_f64();
     }
 
-    /// Checks the first batch's schema against the table and the layout, before any object is
-    /// written.
-    fn accept_schema(&mut self, batch: &RecordBatch, input: &str) -> Result<(), LoadError> {
-        let schema = batch.schema();
+    /// Checks a batch's schema against the table's, and the first batch's against the layout,
+    /// before any object is written. The table's schema is the recorded one, or else the first
+    /// batch's. Names, types and order must agree; metadata and nullability do not count (see
+    /// [`ravel_manifest::schema_difference`]): [`conform`] then gives the batch the table's
+    /// schema.
+    fn accept_schema(&mut self, batch: &RecordBatch, input: &str) -> Result<SchemaRef, LoadError> {
         if let Some(s) = &self.schema {
-            return check_same(s, &schema, input);
+            check_same(s, &batch.schema(), input)?;
+            return Ok(s.clone());
         }
-        if let Some(recorded) = &self.recorded_schema {
-            check_same(&Arc::new(recorded.clone()), &schema, input)?;
-        }
+        let schema = match &self.recorded_schema {
+            Some(recorded) => Arc::new(recorded.clone()),
+            None => batch.schema(),
+        };
+        check_same(&schema, &batch.schema(), input)?;
         self.layout.validate_for(&schema)?;
         self.order = ClusteringOrder::try_new(&self.layout, &schema)?;
-        self.schema = Some(schema);
-        Ok(())
+        self.schema = Some(schema.clone());
+        Ok(schema)
+    }
+
+    /// The 0-based number, in its input, of `batch`'s first row; counts `batch`'s rows.
+    fn first_row_of(&mut self, batch: &RecordBatch, input: &str) -> u64 {
+        if self.position.input != input {
+            self.position = InputPosition {
+                input: input.to_string(),
+                rows: 0,
+            };
+        }
+        let first = self.position.rows;
+        self.position.rows += batch.num_rows() as u64;
+        first
     }
 
     /// Adds a batch. Waits while the load budget is full; flushes a run when the buffer
@@ -205,7 +234,9 @@ impl Loader {
         if self.poisoned {
             return Err(LoadError::Poisoned);
         }
-        self.accept_schema(&batch, input)?;
+        let schema = self.accept_schema(&batch, input)?;
+        let first_row = self.first_row_of(&batch, input);
+        let batch = conform(&schema, batch, input, first_row)?;
         if batch.num_rows() == 0 {
             return Ok(());
         }
@@ -766,7 +797,7 @@ fn check_same(table: &SchemaRef, batch: &SchemaRef, input: &str) -> Result<(), L
                     problem: "is missing".into(),
                 });
             }
-            Ok(g) if g.data_type() != f.data_type() => {
+            Ok(g) if !ravel_manifest::types_agree(f.data_type(), g.data_type()) => {
                 return Err(LoadError::Schema {
                     input: input.into(),
                     column: f.name().clone(),
@@ -804,4 +835,105 @@ fn check_same(table: &SchemaRef, batch: &SchemaRef, input: &str) -> Result<(), L
         });
     }
     Ok(())
+}
+
+/// `batch` with the table's `schema`: a column the table says is NOT NULL must hold no null
+/// (the error names the column and the row, 1-based in the input, `first_row` being the
+/// batch's first row's 0-based number there); a column whose type differs from the table's
+/// only in nested fields' nullability, metadata or list child names takes the table's type.
+/// Written objects and the manifest then carry exactly the table's schema.
+fn conform(
+    schema: &SchemaRef,
+    batch: RecordBatch,
+    input: &str,
+    first_row: u64,
+) -> Result<RecordBatch, LoadError> {
+    if batch.schema_ref() == schema {
+        return Ok(batch);
+    }
+    let rows = batch.num_rows();
+    let mut columns = Vec::with_capacity(schema.fields().len());
+    for (field, column) in schema.fields().iter().zip(batch.columns()) {
+        let bad = |problem: String| LoadError::Schema {
+            input: input.into(),
+            column: field.name().clone(),
+            problem,
+        };
+        if !field.is_nullable()
+            && let Some(row) = first_null(column.as_ref())
+        {
+            return Err(bad(format!(
+                "is null in row {} of the input, but the table's column is NOT NULL",
+                first_row + row as u64 + 1
+            )));
+        }
+        if column.data_type() == field.data_type() {
+            columns.push(column.clone());
+            continue;
+        }
+        let data = retype(column.to_data(), field.data_type()).map_err(|e| {
+            bad(format!(
+                "holds a null where the table's type {} has a NOT NULL field ({e})",
+                field.data_type()
+            ))
+        })?;
+        columns.push(arrow::array::make_array(data));
+    }
+    let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(rows));
+    Ok(RecordBatch::try_new_with_options(
+        schema.clone(),
+        columns,
+        &options,
+    )?)
+}
+
+/// The index of an array's first null, if it holds one.
+fn first_null(array: &dyn arrow::array::Array) -> Option<usize> {
+    let nulls = array.nulls().filter(|n| n.null_count() > 0)?;
+    (0..nulls.len()).find(|&i| nulls.is_null(i))
+}
+
+/// `data` with the type `to`, which agrees with its own (see [`ravel_manifest::types_agree`]):
+/// nested children take `to`'s child types, recursively. Validation refuses a null in a child
+/// that `to` says is NOT NULL.
+fn retype(
+    data: arrow::array::ArrayData,
+    to: &arrow::datatypes::DataType,
+) -> Result<arrow::array::ArrayData, arrow::error::ArrowError> {
+    if data.data_type() == to {
+        return Ok(data);
+    }
+    let targets = child_types(to);
+    let children = if targets.len() == data.child_data().len() {
+        data.child_data()
+            .iter()
+            .zip(&targets)
+            .map(|(child, t)| retype(child.clone(), t))
+            .collect::<Result<Vec<_>, _>>()?
+    } else {
+        data.child_data().to_vec()
+    };
+    data.into_builder()
+        .data_type(to.clone())
+        .child_data(children)
+        .build()
+}
+
+/// The types of a nested type's child arrays, in their order (none for a flat type).
+fn child_types(t: &arrow::datatypes::DataType) -> Vec<arrow::datatypes::DataType> {
+    use arrow::datatypes::DataType::*;
+    match t {
+        List(f)
+        | LargeList(f)
+        | ListView(f)
+        | LargeListView(f)
+        | FixedSizeList(f, _)
+        | Map(f, _) => {
+            vec![f.data_type().clone()]
+        }
+        Struct(fs) => fs.iter().map(|f| f.data_type().clone()).collect(),
+        RunEndEncoded(r, v) => vec![r.data_type().clone(), v.data_type().clone()],
+        Dictionary(_, v) => vec![v.as_ref().clone()],
+        _ => Vec::new(),
+    }
 }

@@ -563,3 +563,143 @@ async fn a_retried_manifest_put_that_finds_its_own_manifest_succeeds() {
         .collect();
     assert_eq!(manifests.len(), 1);
 }
+
+/// A table whose recorded schema is NOT NULL throughout, a list column among them.
+fn strict_schema() -> arrow::datatypes::Schema {
+    use arrow::datatypes::{DataType, Field, Schema};
+    Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("name", DataType::Utf8, false),
+        Field::new("stops", DataType::new_list(DataType::Int32, false), false),
+    ])
+}
+
+/// `strict_schema`'s columns, every field nullable (nested too) and carrying metadata.
+fn loose_batch(ids: Vec<Option<i64>>) -> RecordBatch {
+    use arrow::array::{ArrayRef, Int32Array, Int64Array, ListArray, StringArray};
+    use arrow::buffer::OffsetBuffer;
+    use arrow::datatypes::{DataType, Field, Schema};
+    use std::collections::HashMap;
+    use std::sync::Arc;
+    let tag = HashMap::from([("a".to_string(), "b".to_string())]);
+    let item = Arc::new(Field::new("element", DataType::Int32, true).with_metadata(tag.clone()));
+    let schema = Schema::new_with_metadata(
+        vec![
+            Field::new("id", DataType::Int64, true).with_metadata(tag.clone()),
+            Field::new("name", DataType::Utf8, true),
+            Field::new("stops", DataType::List(item.clone()), true),
+        ],
+        tag,
+    );
+    let n = ids.len();
+    let names: Vec<String> = (0..n).map(|i| format!("n{i}")).collect();
+    let values: Int32Array = (0..n as i32).flat_map(|i| [i, 1]).collect();
+    let stops = ListArray::new(
+        item,
+        OffsetBuffer::from_lengths(vec![2; n]),
+        Arc::new(values),
+        None,
+    );
+    RecordBatch::try_new(
+        Arc::new(schema),
+        vec![
+            Arc::new(Int64Array::from(ids)) as ArrayRef,
+            Arc::new(StringArray::from(names)),
+            Arc::new(stops),
+        ],
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_loose_input_is_written_with_the_tables_schema_and_a_null_is_refused_by_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().to_str().unwrap()).unwrap();
+    let table = strict_schema();
+    ravel_layout::LayoutStore::new(&store, "t")
+        .unwrap()
+        .record_schema(&table)
+        .await
+        .unwrap();
+
+    let mut loader = Loader::new(&store, "t", options(1_000_000)).await.unwrap();
+    loader
+        .push_from(loose_batch((0..100).map(Some).collect()), "loose.parquet")
+        .await
+        .unwrap();
+    let report = loader.finish().await.unwrap();
+    assert_eq!(report.rows, 100);
+    let manifest: Manifest = {
+        let key = Path::from(format!("t/manifests/{}.json", report.load_id));
+        let bytes = store.object_store().get(&key).await.unwrap();
+        serde_json::from_slice(&bytes.bytes().await.unwrap()).unwrap()
+    };
+    assert_eq!(manifest.schema, table);
+    for o in &report.objects {
+        let (_, rows) = read_object(&store, &o.key).await;
+        assert_eq!(rows.schema().fields(), table.fields());
+    }
+
+    // Row 5 of the input (the second batch's third row) has no id: bad input, nothing
+    // published.
+    let mut loader = Loader::new(&store, "t", options(1_000_000)).await.unwrap();
+    loader
+        .push_from(loose_batch(vec![Some(1), Some(2)]), "holed.parquet")
+        .await
+        .unwrap();
+    let err = loader
+        .push_from(loose_batch(vec![Some(3), Some(4), None]), "holed.parquet")
+        .await
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(err.is_invalid_input(), "{msg}");
+    assert!(
+        msg.contains("holed.parquet") && msg.contains("\"id\"") && msg.contains("row 5"),
+        "{msg}"
+    );
+    assert!(loader.finish().await.is_err());
+    let published = ravel_manifest::read_manifests(
+        store.object_store().as_ref(),
+        &ravel_store::TablePaths::new("t").unwrap(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(published.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_null_inside_a_not_null_list_is_refused() {
+    use arrow::array::{ArrayRef, Int64Array, ListArray, StringArray};
+    use arrow::datatypes::{DataType, Field, Int32Type};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().to_str().unwrap()).unwrap();
+    ravel_layout::LayoutStore::new(&store, "t")
+        .unwrap()
+        .record_schema(&strict_schema())
+        .await
+        .unwrap();
+    let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("name", DataType::Utf8, false),
+        Field::new("stops", DataType::new_list(DataType::Int32, true), false),
+    ]));
+    let stops = ListArray::from_iter_primitive::<Int32Type, _, _>(vec![
+        Some(vec![Some(1)]),
+        Some(vec![None]),
+    ]);
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef,
+            Arc::new(StringArray::from(vec!["a", "b"])),
+            Arc::new(stops),
+        ],
+    )
+    .unwrap();
+    let mut loader = Loader::new(&store, "t", options(1_000_000)).await.unwrap();
+    let err = loader.push_from(batch, "lists.parquet").await.unwrap_err();
+    assert!(err.is_invalid_input(), "{err}");
+    assert!(err.to_string().contains("\"stops\""), "{err}");
+    assert!(loader.finish().await.is_err());
+}

@@ -2,6 +2,13 @@
 //! The table is the union of its manifests' objects. Also the manifest's encoding of sort keys
 //! (JSON values) and their order, so that writers and readers agree on both.
 
+mod schema;
+
+pub use schema::{
+    NullabilityDifference, SchemaDifference, nullability_differences, schema_difference,
+    schemas_agree, types_agree, widen,
+};
+
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 

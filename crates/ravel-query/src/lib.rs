@@ -189,15 +189,18 @@ impl QueryTable {
         let Some((first_key, first)) = manifests.first() else {
             return Err(QueryError::NoSuchTable(table.to_string()));
         };
-        let file_schema = first.schema.clone();
+        // Loads agree when their names, types and order do (metadata and nullability do not
+        // count); a column nullable in any load is read as nullable.
+        let mut file_schema = first.schema.clone();
         for (key, m) in &manifests {
-            if m.schema.fields() != file_schema.fields() {
+            if !ravel_manifest::schemas_agree(&file_schema, &m.schema) {
                 return Err(QueryError::SchemaDiffers {
                     table: table.to_string(),
                     first: first_key.clone(),
                     other: key.clone(),
                 });
             }
+            file_schema = ravel_manifest::widen(&file_schema, &m.schema);
         }
         let objects: usize = manifests.iter().map(|(_, m)| m.objects.len()).sum();
         // The stream column is first in every object's order when the newest load clustered.

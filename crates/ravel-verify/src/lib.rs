@@ -144,7 +144,7 @@ pub async fn verify(
             });
         }
     }
-    let mut violations = Vec::new();
+    let mut violations = check_schemas(layouts.schema().await?.as_ref(), &manifests);
     let mut notes = Vec::new();
     let mut layouts_by_generation: BTreeMap<u64, Layout> = BTreeMap::new();
     let mut listed = HashSet::new();
@@ -241,6 +241,53 @@ async fn list(store: &dyn ObjectStore, prefix: &Path) -> Result<Vec<(String, u64
             prefix: prefix.to_string(),
             source,
         })
+}
+
+/// The loads' schemas against each other and the table's recorded one: every load must agree
+/// with the first (names, types, order; see [`ravel_manifest::schema_difference`]) and with the
+/// recorded schema, and hold the recorded schema's nullability (a load writes the table's
+/// schema, so its objects keep every promise of a NOT NULL column). Metadata does not count.
+fn check_schemas(
+    recorded: Option<&arrow::datatypes::Schema>,
+    manifests: &[(String, Manifest)],
+) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let Some((first_key, first)) = manifests.first() else {
+        return out;
+    };
+    for (key, m) in manifests {
+        let mut bad = |problem: String| {
+            out.push(Violation {
+                object: key.clone(),
+                problem,
+            })
+        };
+        if let Some(d) = ravel_manifest::schema_difference(&first.schema, &m.schema) {
+            bad(format!(
+                "schema disagrees with the first load's ({first_key}): {d}; queries refuse the table"
+            ));
+            continue;
+        }
+        let Some(table) = recorded else { continue };
+        if let Some(d) = ravel_manifest::schema_difference(table, &m.schema) {
+            bad(format!(
+                "schema disagrees with the table's recorded schema: {d}"
+            ));
+            continue;
+        }
+        for d in ravel_manifest::nullability_differences(table, &m.schema) {
+            let (theirs, ours) = if d.table_nullable {
+                ("NOT NULL", "nullable")
+            } else {
+                ("nullable", "NOT NULL")
+            };
+            bad(format!(
+                "schema has {} {theirs}, the table's recorded schema says {ours}",
+                d.path
+            ));
+        }
+    }
+    out
 }
 
 /// Objects of one run follow each other in key order and must not overlap.

@@ -282,3 +282,40 @@ async fn a_bloom_sidecar_that_misses_a_value_fails_deep_verification() {
         report.violations
     );
 }
+
+/// A load whose schema says a NOT NULL column of the table is nullable (as an older build
+/// published an input's nullability) breaks the table's promise; field metadata does not.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_load_whose_nullability_differs_from_the_tables_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = table(dir.path()).await;
+    let manifests = dir.path().join("hits/manifests");
+    let path = std::fs::read_dir(&manifests)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    for f in m["schema"]["fields"].as_array_mut().unwrap() {
+        match f["name"].as_str().unwrap() {
+            "UserID" => f["nullable"] = true.into(),
+            "WatchID" => f["metadata"] = serde_json::json!({"a": "b"}),
+            _ => {}
+        }
+    }
+    std::fs::write(&path, serde_json::to_vec_pretty(&m).unwrap()).unwrap();
+    let report = verify(&store, "hits", &VerifyOptions::default())
+        .await
+        .unwrap();
+    let found: Vec<&str> = report
+        .violations
+        .iter()
+        .map(|v| v.problem.as_str())
+        .collect();
+    assert_eq!(
+        found,
+        ["schema has UserID nullable, the table's recorded schema says NOT NULL"],
+        "{found:?}"
+    );
+}
