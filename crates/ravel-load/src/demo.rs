@@ -100,6 +100,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         zstd_level: 3,
         max_bad_rows: 0,
         rejects: None,
+        overwrite_rejects: false,
         json: false,
     })?;
     Ok(())

@@ -1,7 +1,7 @@
 //! `ravel-load load`.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -50,9 +50,13 @@ pub struct LoadArgs {
     #[arg(long, default_value_t = 0)]
     pub max_bad_rows: u64,
     /// TSV: file for the left-out lines, as they were (reasons in FILE.reasons); default
-    /// `<first input>.rejects` when --max-bad-rows is set.
+    /// `<first input>.rejects` when --max-bad-rows is set. Written only when a line is left
+    /// out; an existing file is refused unless --overwrite-rejects.
     #[arg(long)]
     pub rejects: Option<std::path::PathBuf>,
+    /// TSV: replace existing rejects files (FILE and FILE.reasons) when lines are left out.
+    #[arg(long)]
+    pub overwrite_rejects: bool,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -64,7 +68,7 @@ pub enum FormatArg {
     Tsv,
 }
 
-fn input_format(args: &LoadArgs) -> Result<InputFormat> {
+fn input_format(args: &LoadArgs, inputs: &[PathBuf]) -> Result<InputFormat> {
     if let Some(f) = args.format {
         return Ok(match f {
             FormatArg::Parquet => InputFormat::Parquet,
@@ -72,7 +76,7 @@ fn input_format(args: &LoadArgs) -> Result<InputFormat> {
         });
     }
     let mut found = None;
-    for p in &ravel_loader::expand_inputs(&args.input)? {
+    for p in inputs {
         let f = InputFormat::from_path(p).ok_or_else(|| {
             BadInput(format!(
                 "{}: cannot tell the format from the extension; name it with --format parquet|tsv",
@@ -123,9 +127,17 @@ pub fn options(args: &LoadArgs, tier: &Tier) -> Result<LoadOptions> {
 pub fn run(args: LoadArgs) -> Result<LoadReport> {
     let tier = Tier::detect()?;
     let opts = options(&args, &tier)?;
-    let format = input_format(&args)?;
+    let inputs = ravel_loader::expand_inputs(&args.input)?;
+    let input_files = distinct_inputs(&inputs)?;
+    let format = input_format(&args, &inputs)?;
     if args.max_bad_rows > 0 && format != InputFormat::Tsv {
         return Err(BadInput("--max-bad-rows applies to TSV input only".into()).into());
+    }
+    if args.max_bad_rows == 0 && (args.rejects.is_some() || args.overwrite_rejects) {
+        return Err(BadInput(
+            "--rejects and --overwrite-rejects need --max-bad-rows (lines to leave out)".into(),
+        )
+        .into());
     }
     let rejects = (args.max_bad_rows > 0).then(|| {
         args.rejects.clone().unwrap_or_else(|| {
@@ -134,20 +146,19 @@ pub fn run(args: LoadArgs) -> Result<LoadReport> {
             p.into()
         })
     });
-    if let Some(path) = &rejects {
-        // This load's rejects only: an earlier load's files would be counted as ours.
-        let mut why = path.clone().into_os_string();
-        why.push(".reasons");
-        for p in [path.clone(), why.into()] {
-            if p.exists() {
-                std::fs::remove_file(&p)
-                    .with_context(|| format!("removing the old rejects file {}", p.display()))?;
-            }
+    // When the rejects file exists already (only with --overwrite-rejects), its modification
+    // time tells afterwards whether this load wrote it.
+    let rejects_before = match &rejects {
+        Some(path) => {
+            check_rejects(path, &input_files, args.overwrite_rejects)?;
+            modified(path)
         }
-    }
+        None => None,
+    };
     let bad = ravel_loader::BadRows {
         max: args.max_bad_rows,
         rejects: rejects.clone(),
+        overwrite: args.overwrite_rejects,
     };
     eprintln!(
         "geometry: {} tier; objects ~{} bytes, pipeline depth {}, load budget {} bytes, run trigger {} bytes, max flush delay {} s",
@@ -205,7 +216,7 @@ pub fn run(args: LoadArgs) -> Result<LoadReport> {
     } else {
         print_summary(&report, started.elapsed().as_secs_f64());
     }
-    if let Some(path) = rejects.filter(|p| p.exists()) {
+    if let Some(path) = rejects.filter(|p| p.exists() && modified(p) != rejects_before) {
         let left = std::fs::read_to_string(&path)
             .map(|t| t.lines().count())
             .unwrap_or(0);
@@ -216,6 +227,74 @@ pub fn run(args: LoadArgs) -> Result<LoadReport> {
         );
     }
     Ok(report)
+}
+
+/// The canonical paths of the input files (as given where a file cannot be resolved: the
+/// load names it then). A file named twice, by the same or another path, would be loaded
+/// twice: refused, naming it.
+fn distinct_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut seen: Vec<(PathBuf, &PathBuf)> = Vec::with_capacity(inputs.len());
+    for given in inputs {
+        let canonical = std::fs::canonicalize(given).unwrap_or_else(|_| given.clone());
+        if let Some((_, first)) = seen.iter().find(|(c, _)| *c == canonical) {
+            return Err(BadInput(format!(
+                "input {} is named twice (also as {}): it would be loaded twice",
+                given.display(),
+                first.display()
+            ))
+            .into());
+        }
+        seen.push((canonical, given));
+    }
+    Ok(seen.into_iter().map(|(c, _)| c).collect())
+}
+
+/// Refuses a rejects path (or its `.reasons` companion) that is one of the inputs, is a
+/// directory, or exists without `overwrite`: the load writes no file the user did not ask for.
+fn check_rejects(path: &Path, inputs: &[PathBuf], overwrite: bool) -> Result<()> {
+    let mut reasons = path.as_os_str().to_owned();
+    reasons.push(".reasons");
+    for p in [path, Path::new(&reasons)] {
+        if inputs.contains(&canonical_target(p)) {
+            return Err(BadInput(format!(
+                "rejects file {} is an input of this load; name another with --rejects",
+                p.display()
+            ))
+            .into());
+        }
+        if p.is_dir() {
+            return Err(BadInput(format!("rejects file {} is a directory", p.display())).into());
+        }
+        if p.exists() && !overwrite {
+            return Err(BadInput(format!(
+                "rejects file {} exists already; move it away, name another with --rejects, or pass --overwrite-rejects",
+                p.display()
+            ))
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// The canonical path a file would have: itself resolved when it exists, else its resolved
+/// directory joined with its name.
+fn canonical_target(p: &Path) -> PathBuf {
+    if let Ok(c) = std::fs::canonicalize(p) {
+        return c;
+    }
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    match (std::fs::canonicalize(dir), p.file_name()) {
+        (Ok(d), Some(name)) => d.join(name),
+        _ => p.to_path_buf(),
+    }
+}
+
+/// A file's modification time, if it exists.
+fn modified(p: &Path) -> Option<std::time::SystemTime> {
+    std::fs::metadata(p).and_then(|m| m.modified()).ok()
 }
 
 fn print_summary(r: &LoadReport, wall: f64) {

@@ -10,6 +10,7 @@ mod load_cmd;
 mod query_cmd;
 mod verify_cmd;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 // This binary's memcmp/bcmp: see the crate's docs for the measurement behind it.
@@ -75,11 +76,13 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, never into a log file or a pipe.
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
         .init();
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", explain(&err));
             ExitCode::from(exit_code(&err))
         }
     }
@@ -107,6 +110,19 @@ fn run(command: Command) -> Result<()> {
     }
 }
 
+/// The error and its causes, joined by ": ", leaving out a cause whose text the one before
+/// already holds (object_store's errors repeat their source in their own message).
+fn explain(err: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if !parts.last().is_some_and(|before| before.contains(&text)) {
+            parts.push(text);
+        }
+    }
+    parts.join(": ")
+}
+
 /// 2 when the error is about the user's input, 1 otherwise.
 fn exit_code(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
@@ -114,12 +130,7 @@ fn exit_code(err: &anyhow::Error) -> u8 {
             return if e.is_invalid_input() { 2 } else { 1 };
         }
         if let Some(e) = cause.downcast_ref::<ravel_store::StoreError>() {
-            return match e {
-                ravel_store::StoreError::BadUrl { .. }
-                | ravel_store::StoreError::BadTableName(_)
-                | ravel_store::StoreError::NoSuchStore { .. } => 2,
-                _ => 1,
-            };
+            return if e.is_invalid_input() { 2 } else { 1 };
         }
         if let Some(
             ravel_hits::OutputError::UnknownFormat { .. }

@@ -159,8 +159,11 @@ pub struct BadRows {
     /// Bad lines left out before the load fails (0: the first bad line fails it).
     pub max: u64,
     /// File that receives the left-out lines as they were (a TSV to fix and load again); the
-    /// reasons go to the same path with `.reasons` appended.
+    /// reasons go to the same path with `.reasons` appended. Both are created on the first
+    /// reject, and only if absent unless `overwrite` is set.
     pub rejects: Option<PathBuf>,
+    /// Replace existing rejects files instead of failing on them.
+    pub overwrite: bool,
 }
 
 /// Streams the batches of hits-style TSV files, parsed in parallel blocks, in file order.
@@ -201,8 +204,16 @@ impl Rejects {
             if self.files.is_none() {
                 let mut why = path.clone().into_os_string();
                 why.push(".reasons");
+                let overwrite = self.bad.overwrite;
                 let open = |p: &Path| {
-                    std::fs::File::create(p).map_err(|e| LoadError::Input {
+                    let mut options = std::fs::OpenOptions::new();
+                    options.write(true);
+                    if overwrite {
+                        options.create(true).truncate(true);
+                    } else {
+                        options.create_new(true);
+                    }
+                    options.open(p).map_err(|e| LoadError::Input {
                         input: p.display().to_string(),
                         message: format!("cannot create the rejects file: {e}"),
                     })

@@ -274,7 +274,17 @@ fn parse_block(schema: &SchemaRef, lines: &[&[u8]]) -> Result<RecordBatch, CellE
         .map(|f| Col::new(f.data_type(), lines.len()))
         .collect();
     let mut scratch = Vec::new();
+    // An empty line is one empty field: a value only of a one-column table, and even there
+    // only of a column that reads "" (a string), so it is reported as empty, not as a cell.
+    let empty = |li: usize| CellError {
+        line_in_block: li,
+        column: usize::MAX,
+        message: format!("is empty (the table has {n} column(s))"),
+    };
     for (li, line) in lines.iter().enumerate() {
+        if line.is_empty() && n != 1 {
+            return Err(empty(li));
+        }
         let mut fields = 0;
         for (ci, field) in line.split(|&b| b == b'\t').enumerate() {
             if ci >= n {
@@ -288,13 +298,17 @@ fn parse_block(schema: &SchemaRef, lines: &[&[u8]]) -> Result<RecordBatch, CellE
                     message: "is \\N (null), but the column is not nullable".into(),
                 });
             }
-            cols[ci]
-                .push(field, &mut scratch)
-                .map_err(|message| CellError {
-                    line_in_block: li,
-                    column: ci,
-                    message,
-                })?;
+            cols[ci].push(field, &mut scratch).map_err(|message| {
+                if line.is_empty() {
+                    empty(li)
+                } else {
+                    CellError {
+                        line_in_block: li,
+                        column: ci,
+                        message,
+                    }
+                }
+            })?;
             fields = ci + 1;
         }
         if fields != n {
@@ -521,6 +535,18 @@ mod tests {
                 "{msg} should contain {want}"
             );
         }
+        // An empty line, in the middle or at the end, is named as empty.
+        for data in [&b"1\t1\ta\t1\n\n1\t1\ta\t1\n"[..], b"1\t1\ta\t1\n\r\n"] {
+            let err = parse_chunk(&schema(), "e.tsv", data, 1, 1 << 20).unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains("line 2: is empty (the table has 4 column(s))"),
+                "{err}"
+            );
+        }
+        let one = Arc::new(Schema::new(vec![Field::new("n", DataType::Int32, true)]));
+        let err = parse_chunk(&one, "o.tsv", b"1\n\n", 1, 1 << 20).unwrap_err();
+        assert!(err.to_string().contains("line 2: is empty"), "{err}");
         // A null where the schema allows none.
         let strict = Arc::new(Schema::new(vec![Field::new("n", DataType::Int32, false)]));
         let err = parse_chunk(&strict, "z.tsv", b"1\n\\N\n", 1, 1 << 20).unwrap_err();

@@ -15,20 +15,23 @@
 //! _ravel/capabilities.json            what the server supports (see `Store::capabilities`)
 //! ```
 //!
-//! S3 stores retry transient faults ([`RetryStore`]) on top of the HTTP client's own retries.
+//! S3 stores retry transient faults ([`RetryStore`]) on top of the HTTP client's own retries,
+//! within bounded timeouts (see the `s3` module), so an unreachable server fails a command in
+//! about half a minute, naming its endpoint.
 
 mod capability;
 mod retry;
+mod s3;
 
 pub use capability::Capabilities;
-pub use retry::{RetryPolicy, RetryStore, is_transient};
+pub use retry::{GaveUp, RetryPolicy, RetryStore, is_transient};
+pub use s3::{CLIENT_RETRIES, CONNECT_TIMEOUT, REQUEST_TIMEOUT, RETRY_BUDGET};
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path as FsPath, PathBuf};
 use std::sync::Arc;
 
 use object_store::ObjectStore;
-use object_store::aws::{AmazonS3Builder, S3ConditionalPut};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::prefix::PrefixStore;
@@ -46,6 +49,10 @@ pub enum StoreError {
     },
     #[error("store directory {path} does not exist (commands that write create it)")]
     NoSuchStore { path: String },
+    #[error("store path {path} is a file, not a directory")]
+    NotADirectory { path: String },
+    #[error("store {url} needs S3 settings from the environment: {missing}")]
+    MissingS3Settings { url: String, missing: String },
     #[error("cannot open store {url}")]
     Open {
         url: String,
@@ -66,6 +73,31 @@ pub enum StoreError {
         "table name {0:?} is not allowed: use 1-128 characters of A-Z a-z 0-9 _ - and do not start with _ or -"
     )]
     BadTableName(String),
+}
+
+impl StoreError {
+    /// Whether the error is about what the user gave (a URL, a path, a name, the environment)
+    /// rather than a failure of the store.
+    pub fn is_invalid_input(&self) -> bool {
+        matches!(
+            self,
+            StoreError::BadUrl { .. }
+                | StoreError::BadTableName(_)
+                | StoreError::NoSuchStore { .. }
+                | StoreError::NotADirectory { .. }
+                | StoreError::MissingS3Settings { .. }
+        )
+    }
+}
+
+/// The nearest existing ancestor of `path` (itself included), when that is not a directory:
+/// a store path that is, or lies under, a regular file.
+fn file_in_the_way(path: &FsPath) -> Option<&FsPath> {
+    let existing = path
+        .ancestors()
+        .filter(|a| !a.as_os_str().is_empty())
+        .find(|a| a.exists())?;
+    (!existing.is_dir()).then_some(existing)
 }
 
 /// `url` with anything between the scheme and an `@` (credentials someone typed into it)
@@ -162,9 +194,11 @@ impl fmt::Debug for Store {
 
 impl Store {
     /// Opens an existing store: a local directory must exist (a mistyped path is an error,
-    /// not an empty store). S3 settings come from the environment (`AWS_ENDPOINT_URL`,
-    /// `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_ALLOW_HTTP`, ...), with
-    /// ETag-matching conditional puts.
+    /// not an empty store; a regular file is [`StoreError::NotADirectory`]). S3 settings come
+    /// from the environment (`AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`,
+    /// `AWS_SECRET_ACCESS_KEY`, `AWS_ALLOW_HTTP`, ...), with ETag-matching conditional puts;
+    /// without credentials or without an endpoint or region it is
+    /// [`StoreError::MissingS3Settings`], naming the variables.
     pub fn open(url: &str) -> Result<Store, StoreError> {
         Store::open_with(url, false)
     }
@@ -179,6 +213,11 @@ impl Store {
         let shown = location.to_string();
         match location {
             StoreLocation::Local(path) => {
+                if let Some(file) = file_in_the_way(&path) {
+                    return Err(StoreError::NotADirectory {
+                        path: file.display().to_string(),
+                    });
+                }
                 if create {
                     std::fs::create_dir_all(&path).map_err(|source| StoreError::CreateDir {
                         path: path.display().to_string(),
@@ -198,15 +237,7 @@ impl Store {
                 Ok(Store::new(shown, Arc::new(fs)))
             }
             StoreLocation::S3 { bucket, prefix } => {
-                let s3 = AmazonS3Builder::from_env()
-                    .with_bucket_name(&bucket)
-                    .with_conditional_put(S3ConditionalPut::ETagMatch)
-                    .build()
-                    .map_err(|source| StoreError::Open {
-                        url: shown.clone(),
-                        source,
-                    })?;
-                let s3 = RetryStore::new(s3, RetryPolicy::default());
+                let s3 = s3::open(&shown, &bucket)?;
                 let inner: Arc<dyn ObjectStore> = if prefix.is_empty() {
                     Arc::new(s3)
                 } else {
@@ -393,6 +424,28 @@ mod tests {
             .await
             .unwrap();
         assert!(root.join("t/x").is_file());
+    }
+
+    #[test]
+    fn a_regular_file_is_not_a_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"keep").unwrap();
+        for url in [file.clone(), file.join("under")] {
+            let url = url.to_str().unwrap();
+            for err in [
+                Store::open(url).unwrap_err(),
+                Store::create(url).unwrap_err(),
+            ] {
+                assert!(matches!(err, StoreError::NotADirectory { .. }), "{err}");
+                assert!(err.is_invalid_input());
+                assert_eq!(
+                    err.to_string(),
+                    format!("store path {} is a file, not a directory", file.display())
+                );
+            }
+        }
+        assert_eq!(std::fs::read(&file).unwrap(), b"keep");
     }
 
     #[tokio::test]

@@ -65,15 +65,57 @@ pub fn is_transient(e: &object_store::Error) -> bool {
 #[derive(Debug)]
 pub struct RetryStore<T: ObjectStore> {
     inner: Arc<T>,
+    limits: Limits,
+}
+
+/// How long one request may be retried, and what a final failure names.
+#[derive(Debug, Clone)]
+struct Limits {
     policy: RetryPolicy,
+    /// No further attempt starts once this much time has passed since the first began.
+    budget: Option<Duration>,
+    /// The server, named in the error of a request that is given up.
+    endpoint: Option<Arc<str>>,
+}
+
+/// A request given up after its retries: which server, how many attempts, how long.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{what} of {location:?}: S3 endpoint {endpoint} gave no good answer in {attempts} attempt(s) over {seconds:.1} s"
+)]
+pub struct GaveUp {
+    pub what: String,
+    pub location: String,
+    pub endpoint: String,
+    pub attempts: u32,
+    pub seconds: f64,
+    #[source]
+    pub source: object_store::Error,
 }
 
 impl<T: ObjectStore> RetryStore<T> {
     pub fn new(inner: T, policy: RetryPolicy) -> Self {
         RetryStore {
             inner: Arc::new(inner),
-            policy,
+            limits: Limits {
+                policy,
+                budget: None,
+                endpoint: None,
+            },
         }
+    }
+
+    /// Bounds the time one request spends in retries: after `budget` from its first attempt
+    /// no further attempt starts, so a silent server fails a command instead of holding it.
+    pub fn with_budget(mut self, budget: Duration) -> Self {
+        self.limits.budget = Some(budget);
+        self
+    }
+
+    /// Names the server in the error of a request that is given up ([`GaveUp`]).
+    pub fn with_endpoint(mut self, endpoint: impl Into<String>) -> Self {
+        self.limits.endpoint = Some(endpoint.into().into());
+        self
     }
 
     async fn retry<R, F, Fut>(&self, what: &str, location: &str, op: F) -> Result<R>
@@ -81,26 +123,63 @@ impl<T: ObjectStore> RetryStore<T> {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<R>>,
     {
-        retry(self.policy, what, location, op).await
+        retry(&self.limits, what, location, op).await
     }
 }
 
-async fn retry<R, F, Fut>(policy: RetryPolicy, what: &str, location: &str, mut op: F) -> Result<R>
+async fn retry<R, F, Fut>(limits: &Limits, what: &str, location: &str, mut op: F) -> Result<R>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<R>>,
 {
+    let policy = limits.policy;
+    let started = std::time::Instant::now();
     let mut wait = policy.first_backoff;
     let mut attempt = 1;
     loop {
         match op().await {
-            Err(e) if is_transient(&e) && attempt < policy.attempts => {
+            Err(e) if is_transient(&e) => {
+                let in_budget = limits.budget.is_none_or(|b| started.elapsed() < b);
+                if attempt >= policy.attempts || !in_budget {
+                    return Err(limits.gave_up(what, location, attempt, started, e));
+                }
                 tracing::warn!(%location, attempt, error = %e, "{what} failed; retrying");
                 tokio::time::sleep(wait).await;
                 wait = (wait * 2).min(policy.max_backoff);
                 attempt += 1;
             }
             other => return other,
+        }
+    }
+}
+
+impl Limits {
+    /// The error of a request given up: `e` itself, or (with an endpoint to name) `e` under a
+    /// [`GaveUp`] that says which server failed, how often and for how long.
+    fn gave_up(
+        &self,
+        what: &str,
+        location: &str,
+        attempts: u32,
+        started: std::time::Instant,
+        e: object_store::Error,
+    ) -> object_store::Error {
+        let Some(endpoint) = &self.endpoint else {
+            return e;
+        };
+        if !matches!(e, object_store::Error::Generic { .. }) {
+            return e;
+        }
+        object_store::Error::Generic {
+            store: "S3",
+            source: Box::new(GaveUp {
+                what: what.to_string(),
+                location: location.to_string(),
+                endpoint: endpoint.to_string(),
+                attempts,
+                seconds: started.elapsed().as_secs_f64(),
+                source: e,
+            }),
         }
     }
 }
@@ -203,9 +282,9 @@ impl<T: ObjectStore> ObjectStore for RetryStore<T> {
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
         let prefix = prefix.cloned();
         let shown = prefix.as_ref().map_or(String::new(), |p| p.to_string());
-        let (inner, policy) = (self.inner.clone(), self.policy);
+        let (inner, limits) = (self.inner.clone(), self.limits.clone());
         let listing = async move {
-            retry(policy, "list", &shown, || {
+            retry(&limits, "list", &shown, || {
                 inner.list(prefix.as_ref()).try_collect::<Vec<_>>()
             })
             .await
