@@ -2,26 +2,35 @@
 //! lists is unreferenced, left by a load that failed or was killed before its manifest. `gc`
 //! reports every such object and deletes those whose last write is older than a retention.
 //!
-//! Why a retention and not "unreferenced" alone: a load in progress has stored objects its
-//! manifest does not list yet. And since names are content hashes, a load may find an old
-//! orphan already under the name of an object it just encoded (a rerun after a crash does);
-//! the loader then writes the object again, which restarts its age. So an object is safe from
-//! `gc` while any load that references it runs, provided the retention is longer than the
-//! longest load (the default, 24 h, is).
+//! A running load's objects are unreferenced until its manifest is written. Such a load holds a
+//! lease (see [`lease`]): while any live lease exists on the table, `gc` deletes nothing and
+//! names the loads that block it. The retention is a second guard: since names are content
+//! hashes, a load may find an old orphan already under the name of an object it just encoded
+//! (a rerun after a crash does); the loader then writes the object again, which restarts its
+//! age. And a load checks, just before its commit, that every object it lists is stored: one
+//! whose object `gc` deleted fails and publishes nothing.
 //!
 //! Order of work: read the manifests, list the objects, pick the unreferenced ones older than
-//! the retention; then read the manifests again (a load may have committed meanwhile) and ask
-//! each candidate's age again just before deleting it. A referenced object is never deleted.
+//! the retention; read the leases (a load holds its lease from before its first upload until
+//! after its commit, so every object listed before is either in a manifest read after, in a
+//! live lease's load, or an orphan); then read the manifests again, and just before each delete
+//! read the leases again (a load may have started meanwhile) and ask the object's age again. A
+//! referenced object is never deleted. A table is what has anything stored under its prefix:
+//! one with a layout or objects but no manifests is collected like any other.
+
+pub mod lease;
 
 use std::collections::HashSet;
 use std::time::Duration;
 
 use futures::TryStreamExt;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 use ravel_manifest::{ManifestError, read_manifests};
 use ravel_store::{Store, StoreError, TablePaths};
 use serde::Serialize;
+
+pub use lease::{FoundLease, HeldLease, Lease, LeaseError, STALE_AFTER, read_leases};
 
 /// What `gc` does.
 #[derive(Debug, Clone)]
@@ -30,6 +39,21 @@ pub struct GcOptions {
     pub older_than: Duration,
     /// Report only; delete nothing.
     pub dry_run: bool,
+    /// A lease not rewritten for this long no longer blocks (its load is dead); normally
+    /// [`STALE_AFTER`].
+    pub stale_lease_after: Duration,
+}
+
+impl GcOptions {
+    /// Deletes unreferenced objects older than `older_than`; leases go stale after
+    /// [`STALE_AFTER`].
+    pub fn new(older_than: Duration, dry_run: bool) -> GcOptions {
+        GcOptions {
+            older_than,
+            dry_run,
+            stale_lease_after: STALE_AFTER,
+        }
+    }
 }
 
 /// One unreferenced object.
@@ -57,6 +81,11 @@ pub struct GcReport {
     pub deleted_bytes: u64,
     pub older_than_s: u64,
     pub dry_run: bool,
+    /// The table's leases: running loads (live) and dead ones (stale).
+    pub leases: Vec<FoundLease>,
+    /// Keys of the live leases that kept this run from deleting anything: loads running now,
+    /// whose objects are unreferenced until they commit.
+    pub blocked_by: Vec<String>,
 }
 
 /// Why `gc` could not run.
@@ -66,7 +95,11 @@ pub enum GcError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Manifest(#[from] ManifestError),
-    #[error("table {0:?} has no manifests and no objects in this store")]
+    #[error(transparent)]
+    Lease(#[from] LeaseError),
+    #[error(
+        "table {0:?} has nothing stored under its prefix in this store (no layout, schema, objects or loads)"
+    )]
     NoSuchTable(String),
     #[error("{what} {key}")]
     Request {
@@ -105,30 +138,42 @@ async fn referenced(
     Ok((manifests.len(), keys))
 }
 
+async fn list(store: &dyn ObjectStore, dir: &Path) -> Result<Vec<ObjectMeta>, GcError> {
+    store
+        .list(Some(dir))
+        .try_collect()
+        .await
+        .map_err(|source| GcError::Request {
+            what: "listing",
+            key: dir.to_string(),
+            source,
+        })
+}
+
 fn age_s(now: chrono::DateTime<chrono::Utc>, written: chrono::DateTime<chrono::Utc>) -> u64 {
     (now - written).num_seconds().max(0) as u64
 }
 
-/// Reports the unreferenced objects of `table` and deletes those older than the retention.
+/// Keys of the leases that block deletion now.
+fn live(leases: &[FoundLease]) -> Vec<String> {
+    leases
+        .iter()
+        .filter(|l| l.live)
+        .map(|l| l.key.clone())
+        .collect()
+}
+
+/// Reports the unreferenced objects of `table` and deletes those older than the retention,
+/// unless a running load's lease blocks it.
 pub async fn gc(store: &Store, table: &str, opts: &GcOptions) -> Result<GcReport, GcError> {
     let table = TablePaths::new(table)?;
     let os = store.object_store().as_ref();
     let (manifests, refs) = referenced(os, &table).await?;
-    let dir = table.data_dir();
-    let listed: Vec<object_store::ObjectMeta> =
-        os.list(Some(&dir))
-            .try_collect()
-            .await
-            .map_err(|source| GcError::Request {
-                what: "listing",
-                key: dir.to_string(),
-                source,
-            })?;
-    if manifests == 0 && listed.is_empty() {
+    let listed = list(os, &table.data_dir()).await?;
+    if manifests == 0 && listed.is_empty() && list(os, &table.root()).await?.is_empty() {
         return Err(GcError::NoSuchTable(table.name().to_string()));
     }
     let now = chrono::Utc::now();
-    let retention = opts.older_than.as_secs();
     let mut unreferenced: Vec<Unreferenced> = listed
         .iter()
         .filter(|m| !refs.contains(m.location.as_ref()))
@@ -140,45 +185,21 @@ pub async fn gc(store: &Store, table: &str, opts: &GcOptions) -> Result<GcReport
         })
         .collect();
     unreferenced.sort_by(|a, b| a.key.cmp(&b.key));
+    // Read after the listing: a load whose object was listed held its lease since before.
+    let mut leases = read_leases(os, &table, opts.stale_lease_after).await?;
+    let mut blocked_by = live(&leases);
+    let retention = opts.older_than.as_secs();
     let mut deleted_bytes = 0;
-    if !opts.dry_run && unreferenced.iter().any(|u| u.age_s >= retention) {
-        // A load may have committed since the first read: its objects are referenced now.
-        let (_, refs_now) = referenced(os, &table).await?;
-        for u in unreferenced.iter_mut() {
-            if u.age_s < retention || refs_now.contains(&u.key) {
-                continue;
-            }
-            // A load may have written the object again (reusing it) since the listing.
-            let path = Path::from(u.key.as_str());
-            let meta = match os.head(&path).await {
-                Ok(meta) => meta,
-                Err(object_store::Error::NotFound { .. }) => continue,
-                Err(source) => {
-                    return Err(GcError::Request {
-                        what: "reading the age of",
-                        key: u.key.clone(),
-                        source,
-                    });
-                }
-            };
-            u.age_s = age_s(chrono::Utc::now(), meta.last_modified);
-            if u.age_s < retention {
-                continue;
-            }
-            match os.delete(&path).await {
-                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-                Err(source) => {
-                    return Err(GcError::Request {
-                        what: "deleting",
-                        key: u.key.clone(),
-                        source,
-                    });
-                }
-            }
-            tracing::info!(key = %u.key, bytes = u.bytes, age_s = u.age_s, "deleted");
-            u.deleted = true;
-            deleted_bytes += u.bytes;
+    if !opts.dry_run && blocked_by.is_empty() {
+        if unreferenced.iter().any(|u| u.age_s >= retention) {
+            let outcome = delete_old(os, &table, opts, &mut unreferenced).await?;
+            deleted_bytes = outcome.deleted_bytes;
+            blocked_by = outcome.blocked_by;
         }
+        delete_stale_leases(os, retention, &mut leases).await?;
+    }
+    for key in &blocked_by {
+        tracing::warn!(lease = %key, "a load is running: gc deleted nothing it had not deleted before it started");
     }
     Ok(GcReport {
         table: table.name().to_string(),
@@ -190,5 +211,93 @@ pub async fn gc(store: &Store, table: &str, opts: &GcOptions) -> Result<GcReport
         deleted_bytes,
         older_than_s: retention,
         dry_run: opts.dry_run,
+        leases,
+        blocked_by,
     })
+}
+
+/// What [`delete_old`] did.
+struct Deleted {
+    deleted_bytes: u64,
+    /// Live leases found before a delete: deleting stopped there.
+    blocked_by: Vec<String>,
+}
+
+/// Deletes the candidates that are still unreferenced, still old, and while no load runs.
+async fn delete_old(
+    os: &dyn ObjectStore,
+    table: &TablePaths,
+    opts: &GcOptions,
+    unreferenced: &mut [Unreferenced],
+) -> Result<Deleted, GcError> {
+    let retention = opts.older_than.as_secs();
+    // A load may have committed since the first read: its objects are referenced now.
+    let (_, refs_now) = referenced(os, table).await?;
+    let mut deleted_bytes = 0;
+    for u in unreferenced.iter_mut() {
+        if u.age_s < retention || refs_now.contains(&u.key) {
+            continue;
+        }
+        // A load that started since the last look may be about to reuse this object.
+        let blocked_by = live(&read_leases(os, table, opts.stale_lease_after).await?);
+        if !blocked_by.is_empty() {
+            return Ok(Deleted {
+                deleted_bytes,
+                blocked_by,
+            });
+        }
+        // A load may have written the object again (reusing it) since the listing.
+        let path = Path::from(u.key.as_str());
+        let meta = match os.head(&path).await {
+            Ok(meta) => meta,
+            Err(object_store::Error::NotFound { .. }) => continue,
+            Err(source) => {
+                return Err(GcError::Request {
+                    what: "reading the age of",
+                    key: u.key.clone(),
+                    source,
+                });
+            }
+        };
+        u.age_s = age_s(chrono::Utc::now(), meta.last_modified);
+        if u.age_s < retention {
+            continue;
+        }
+        delete(os, &path).await?;
+        tracing::info!(key = %u.key, bytes = u.bytes, age_s = u.age_s, "deleted");
+        u.deleted = true;
+        deleted_bytes += u.bytes;
+    }
+    Ok(Deleted {
+        deleted_bytes,
+        blocked_by: Vec::new(),
+    })
+}
+
+/// Deletes the leases of dead loads (stale) that are older than the retention.
+async fn delete_stale_leases(
+    os: &dyn ObjectStore,
+    retention: u64,
+    leases: &mut [FoundLease],
+) -> Result<(), GcError> {
+    for l in leases
+        .iter_mut()
+        .filter(|l| !l.live && l.age_s >= retention)
+    {
+        delete(os, &Path::from(l.key.as_str())).await?;
+        tracing::info!(lease = %l.key, age_s = l.age_s, "deleted a stale lease");
+        l.deleted = true;
+    }
+    Ok(())
+}
+
+async fn delete(os: &dyn ObjectStore, path: &Path) -> Result<(), GcError> {
+    match os.delete(path).await {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+        Err(source) => Err(GcError::Request {
+            what: "deleting",
+            key: path.to_string(),
+            source,
+        }),
+    }
 }

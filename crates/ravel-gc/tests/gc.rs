@@ -1,14 +1,17 @@
 //! `gc` deletes unreferenced objects older than the retention, reports the younger ones and
 //! never deletes a referenced object: on a local store (whose file times a test can set) and on
-//! a real S3 server (s3s-fs, in-process).
+//! a real S3 server (s3s-fs, in-process). A live lease (a load running) keeps `gc` from
+//! deleting anything; a stale one does not, and `gc` deletes it. A table is whatever is stored
+//! under its prefix.
 
 use std::time::{Duration, SystemTime};
 
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
-use ravel_gc::{GcOptions, gc};
+use ravel_gc::lease::{LEASE_FORMAT, Lease, this_host};
+use ravel_gc::{GcError, GcOptions, HeldLease, gc};
 use ravel_manifest::{MANIFEST_FORMAT, Manifest, ObjectEntry};
-use ravel_store::Store;
+use ravel_store::{Store, TablePaths};
 
 fn entry(key: &str) -> ObjectEntry {
     ObjectEntry {
@@ -62,10 +65,40 @@ async fn exists(store: &Store, key: &str) -> bool {
 const DAY: u64 = 86_400;
 
 fn opts(older_than_s: u64, dry_run: bool) -> GcOptions {
-    GcOptions {
-        older_than: Duration::from_secs(older_than_s),
-        dry_run,
-    }
+    GcOptions::new(Duration::from_secs(older_than_s), dry_run)
+}
+
+fn set_age(dir: &std::path::Path, key: &str, age: Duration) {
+    std::fs::File::options()
+        .write(true)
+        .open(dir.join(key))
+        .unwrap()
+        .set_modified(SystemTime::now() - age)
+        .unwrap();
+}
+
+/// A lease as a load of `host` and process `pid` writes it.
+async fn put_lease(store: &Store, id: &str, host: &str, pid: u32) -> String {
+    let lease = Lease {
+        format: LEASE_FORMAT,
+        id: id.into(),
+        host: host.into(),
+        pid,
+        started_ms: 0,
+        heartbeat_ms: 0,
+    };
+    let key = format!("t/_leases/{id}.json");
+    put(store, &key, &serde_json::to_vec(&lease).unwrap()).await;
+    key
+}
+
+/// The process id of a process that ran and was reaped: no process of this host has it now
+/// (unless the system reused it meanwhile, which would only make the lease look live).
+fn dead_pid() -> u32 {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
 }
 
 #[tokio::test]
@@ -146,4 +179,119 @@ async fn on_s3() {
     assert_eq!(r.deleted, 1);
     assert!(exists(&store, "t/data/kept.parquet").await);
     assert!(!exists(&store, "t/data/orphan.parquet").await);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_running_loads_lease_keeps_gc_from_deleting_and_its_release_lets_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().to_str().unwrap()).unwrap();
+    put(&store, "t/data/o.parquet", b"abc").await;
+    set_age(dir.path(), "t/data/o.parquet", Duration::from_secs(2 * DAY));
+    let held = HeldLease::acquire(store.object_store().clone(), &TablePaths::new("t").unwrap())
+        .await
+        .unwrap();
+    let key = held.key().to_string();
+    assert!(
+        key.starts_with("t/_leases/") && key.ends_with(".json"),
+        "{key}"
+    );
+    let stored: Lease = serde_json::from_slice(
+        &store
+            .object_store()
+            .get(held.key())
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(stored.pid, std::process::id());
+
+    for dry_run in [true, false] {
+        let r = gc(&store, "t", &opts(0, dry_run)).await.unwrap();
+        assert_eq!(r.blocked_by, std::slice::from_ref(&key));
+        assert_eq!(r.deleted, 0);
+        assert_eq!(r.leases.len(), 1);
+        assert!(r.leases[0].live && !r.leases[0].holder_dead && !r.leases[0].deleted);
+        assert!(
+            exists(&store, "t/data/o.parquet").await,
+            "a load is running"
+        );
+        assert!(exists(&store, &key).await, "a live lease is kept");
+    }
+
+    held.release().await;
+    assert!(!exists(&store, &key).await, "released");
+    let r = gc(&store, "t", &opts(0, false)).await.unwrap();
+    assert!(r.blocked_by.is_empty() && r.leases.is_empty());
+    assert_eq!(r.deleted, 1);
+    assert!(!exists(&store, "t/data/o.parquet").await);
+}
+
+#[tokio::test]
+async fn stale_leases_and_leases_of_dead_processes_do_not_block_and_are_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().to_str().unwrap()).unwrap();
+    put(&store, "t/data/o.parquet", b"abc").await;
+    // Not rewritten for an hour: its load is gone, wherever it ran.
+    let old = put_lease(&store, "old", "elsewhere", 1).await;
+    set_age(dir.path(), &old, Duration::from_secs(3600));
+    // Fresh, but its process on this host no longer runs (a load killed here).
+    let dead = put_lease(&store, "dead", &this_host(), dead_pid()).await;
+    let r = gc(&store, "t", &opts(DAY, true)).await.unwrap();
+    assert!(r.blocked_by.is_empty(), "{:?}", r.leases);
+    let states: Vec<(bool, bool)> = r.leases.iter().map(|l| (l.live, l.holder_dead)).collect();
+    assert_eq!(states, [(false, true), (false, false)], "dead, then old");
+
+    // Kept while younger than the retention, like orphans; deleted past it.
+    let r = gc(&store, "t", &opts(DAY, false)).await.unwrap();
+    assert!(r.leases.iter().all(|l| !l.deleted));
+    let r = gc(&store, "t", &opts(0, false)).await.unwrap();
+    assert!(r.leases.iter().all(|l| l.deleted));
+    assert_eq!(r.deleted, 1);
+    assert!(!exists(&store, &old).await && !exists(&store, &dead).await);
+
+    // A fresh lease of another host, or one this build cannot read, blocks until stale.
+    put(&store, "t/data/p.parquet", b"abc").await;
+    let other = put_lease(&store, "other", "elsewhere", 1).await;
+    put(
+        &store,
+        "t/_leases/newer.json",
+        b"{not a lease of this build",
+    )
+    .await;
+    let r = gc(&store, "t", &opts(0, false)).await.unwrap();
+    assert_eq!(r.blocked_by, ["t/_leases/newer.json".to_string(), other]);
+    assert!(exists(&store, "t/data/p.parquet").await);
+    let quick = GcOptions {
+        stale_lease_after: Duration::ZERO,
+        ..opts(0, false)
+    };
+    let r = gc(&store, "t", &quick).await.unwrap();
+    assert!(r.blocked_by.is_empty());
+    assert!(!exists(&store, "t/data/p.parquet").await);
+}
+
+#[tokio::test]
+async fn a_table_with_a_layout_or_objects_but_no_manifests_is_a_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().to_str().unwrap()).unwrap();
+    put(&store, "t/_layout/00000000000000000001.json", b"{}").await;
+    put(&store, "s/_schema.json", b"{}").await;
+    for table in ["t", "s"] {
+        let r = gc(&store, table, &opts(0, false)).await.unwrap();
+        assert_eq!((r.manifests, r.objects, r.deleted), (0, 0, 0), "{table}");
+    }
+    // Orphans of a table without manifests are collected.
+    put(&store, "o/data/x.parquet", b"abc").await;
+    let r = gc(&store, "o", &opts(0, false)).await.unwrap();
+    assert_eq!((r.manifests, r.deleted), (0, 1));
+    // Nothing under its prefix, not even a similar name's: no such table (bad input).
+    put(&store, "tt/data/x.parquet", b"abc").await;
+    for table in ["nope", "o"] {
+        let err = gc(&store, table, &opts(0, false)).await.unwrap_err();
+        assert!(matches!(err, GcError::NoSuchTable(_)), "{table}: {err}");
+        assert!(err.is_invalid_input());
+    }
 }

@@ -1,4 +1,5 @@
-//! `ravel-load gc`: reports a table's unreferenced objects and deletes the old ones.
+//! `ravel-load gc`: reports a table's unreferenced objects and deletes the old ones, unless a
+//! running load's lease blocks it.
 
 use std::time::Duration;
 
@@ -17,9 +18,10 @@ pub struct GcArgs {
     /// Table name.
     #[arg(long)]
     pub table: String,
-    /// Delete unreferenced objects last written longer ago than this (e.g. 24h, 7d, 0s). Keep
-    /// it longer than the longest load: a running load's objects are unreferenced until its
-    /// manifest is written.
+    /// Delete unreferenced objects last written longer ago than this (e.g. 24h, 7d, 0s). While
+    /// a load runs (it holds a lease under `<table>/_leases/`), gc deletes nothing and names
+    /// the load; a lease not rewritten for 10 minutes, or whose process on this host is gone,
+    /// is stale and no longer blocks.
     #[arg(long, default_value = "24h")]
     pub older_than: String,
     /// Report only; delete nothing.
@@ -34,10 +36,7 @@ pub fn run(args: GcArgs) -> Result<()> {
     let secs = ravel_layout::parse_seconds(&args.older_than)
         .map_err(|e| BadInput(format!("--older-than {:?}: {e}", args.older_than)))?;
     let store = Store::open(&args.store)?;
-    let opts = GcOptions {
-        older_than: Duration::from_secs(secs),
-        dry_run: args.dry_run,
-    };
+    let opts = GcOptions::new(Duration::from_secs(secs), args.dry_run);
     let report = crate::runtime()?
         .block_on(gc(&store, &args.table, &opts))
         .with_context(|| format!("collecting table {:?} in {}", args.table, args.store))?;
@@ -63,6 +62,8 @@ fn print_report(r: &GcReport, older_than: &str) {
     for u in &r.unreferenced {
         let what = if u.deleted {
             "deleted"
+        } else if !r.blocked_by.is_empty() && u.age_s >= r.older_than_s {
+            "kept: a load is running"
         } else if r.dry_run && u.age_s >= r.older_than_s {
             "would delete"
         } else if u.age_s < r.older_than_s {
@@ -72,10 +73,33 @@ fn print_report(r: &GcReport, older_than: &str) {
         };
         println!("  {} {} bytes, {} s old: {what}", u.key, u.bytes, u.age_s);
     }
+    print_leases(r);
     println!(
         "{} deleted ({} bytes); retention {older_than}{}",
         r.deleted,
         r.deleted_bytes,
         if r.dry_run { "; dry run" } else { "" }
     );
+}
+
+fn print_leases(r: &GcReport) {
+    for l in &r.leases {
+        let holder = match &l.lease {
+            Some(lease) => format!("load on {} pid {}", lease.host, lease.pid),
+            None => "unreadable lease".to_string(),
+        };
+        let state = if l.live {
+            "running: gc deletes nothing while it runs"
+        } else if l.deleted {
+            "stale: deleted"
+        } else if l.holder_dead {
+            "stale (its process is gone)"
+        } else {
+            "stale"
+        };
+        println!(
+            "  lease {} ({holder}), last written {} s ago: {state}",
+            l.key, l.age_s
+        );
+    }
 }

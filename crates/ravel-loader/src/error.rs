@@ -56,6 +56,24 @@ pub enum LoadError {
     #[error("an earlier push of this load failed; the load cannot be published")]
     Poisoned,
 
+    /// The load's lease, which keeps `gc` off its objects until the commit, could not be
+    /// written.
+    #[error("taking this load's lease")]
+    Lease(#[from] ravel_gc::LeaseError),
+
+    /// Just before the commit, an object this load stored was not there as stored.
+    #[error(
+        "object {key} that this load stored {problem} (deleted or replaced while the load ran, e.g. by gc of a build without leases): nothing was published; run the load again, it stores the object again"
+    )]
+    NotStored { key: String, problem: String },
+
+    /// A published manifest lists an object of this load among other objects: publishing
+    /// would list the object, and count its rows, twice.
+    #[error(
+        "object {object} of this load is listed already by manifest {manifest}, which lists other objects too: publishing would count its rows twice, so nothing was published; load only rows that manifest does not hold, or check the table with verify"
+    )]
+    PublishedElsewhere { manifest: String, object: String },
+
     #[error("load failed after storing {} object(s) that no manifest lists (gc collects them): {}", left_behind.len(), left_behind.join(", "))]
     Failed {
         left_behind: Vec<String>,

@@ -95,6 +95,9 @@ pub struct Loader {
     /// Set by a failed push: such a load can only fail, never publish.
     poisoned: bool,
     started: Instant,
+    /// The lease that keeps `gc` off this load's objects, taken before the first upload and
+    /// released after the commit (see `ravel_gc::lease`).
+    lease: Option<ravel_gc::HeldLease>,
     /// Where the next pushed row stands in its input, for errors that name a row.
     position: InputPosition,
 }
@@ -151,6 +154,7 @@ impl Loader {
             reused: 0,
             poisoned: false,
             started: Instant::now(),
+            lease: None,
             position: InputPosition::default(),
         })
     }
@@ -322,6 +326,7 @@ impl Loader {
         if self.buffer.is_empty() {
             return Ok(());
         }
+        self.take_lease().await?;
         let schema = self
             .schema
             .clone()
@@ -503,13 +508,17 @@ impl Loader {
         }
     }
 
-    /// Flushes what is buffered, waits for every upload, writes the manifest and returns the
-    /// report. On failure nothing is published and the error lists the objects left behind.
+    /// Flushes what is buffered, waits for every upload, checks that every object is stored,
+    /// writes the manifest and returns the report. On failure nothing is published and the
+    /// error lists the objects left behind. The load's lease is released either way.
     pub async fn finish(mut self) -> Result<LoadReport, LoadError> {
         if self.poisoned {
+            self.release_lease().await;
             return Err(self.abandon(LoadError::Poisoned));
         }
-        match self.finish_inner().await {
+        let result = self.finish_inner().await;
+        self.release_lease().await;
+        match result {
             Ok(report) => Ok(report),
             Err(e) if self.objects.is_empty() => Err(e),
             Err(e) => Err(LoadError::Failed {
@@ -520,7 +529,8 @@ impl Loader {
     }
 
     /// Gives the load up after `error`: nothing is published, and the error lists the objects
-    /// already stored (unreferenced; `gc` collects them).
+    /// already stored (unreferenced; `gc` collects them). The lease is deleted in the
+    /// background (or goes stale).
     pub fn abandon(self, error: LoadError) -> LoadError {
         if self.objects.is_empty() {
             error
@@ -532,12 +542,57 @@ impl Loader {
         }
     }
 
+    /// Takes the table's lease for this load unless it holds it: before the first upload, so
+    /// that `gc` leaves every object of the load alone until the commit.
+    async fn take_lease(&mut self) -> Result<(), LoadError> {
+        if self.lease.is_none() {
+            self.lease = Some(ravel_gc::HeldLease::acquire(self.store.clone(), &self.table).await?);
+        }
+        Ok(())
+    }
+
+    async fn release_lease(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            lease.release().await;
+        }
+    }
+
     async fn finish_inner(&mut self) -> Result<LoadReport, LoadError> {
         if self.rows == 0 {
             return Err(LoadError::EmptyInput);
         }
         self.flush().await?;
         let t = Instant::now();
+        let mut manifest = self.manifest().await?;
+        // Content-addressed like the objects: a rerun stores the same sidecar again.
+        manifest.blooms = self.store_blooms().await?;
+        // Never publish an object that is not there (`gc` of an older build, a hand, a bucket
+        // rule may have deleted it since its upload).
+        self.check_stored(&manifest).await?;
+        // A rerun of a load that was published and then killed (or whose manifest write failed
+        // after landing, or whose objects were deleted and stored again just now) finds the
+        // earlier publication: publishing again would double its rows. An object listed by a
+        // manifest of other objects is refused for the same reason.
+        match self.find_published(&manifest).await? {
+            Published::Nothing => {}
+            Published::Same(published) => {
+                tracing::info!(load_id = %published, "an identical load is published already; nothing to publish");
+                self.stages.commit_s += t.elapsed().as_secs_f64();
+                return Ok(self.report(published, true));
+            }
+            Published::Overlapping { manifest, object } => {
+                return Err(LoadError::PublishedElsewhere { manifest, object });
+            }
+        }
+        let path = self.put_manifest(&manifest).await?;
+        self.stages.commit_s += t.elapsed().as_secs_f64();
+        tracing::info!(manifest = %path, objects = self.objects.len(), reused = self.reused, rows = self.rows, "load committed");
+        Ok(self.report(manifest.load_id, false))
+    }
+
+    /// The manifest of this load, without its Bloom sidecar; records the table's schema first
+    /// if the table has none.
+    async fn manifest(&mut self) -> Result<Manifest, LoadError> {
         let committed_at_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
@@ -558,31 +613,61 @@ impl Loader {
         if self.schema.is_some() && self.recorded_schema.is_none() {
             self.layout_store.record_schema(&schema).await?;
         }
-        let sort_key = self.layout.sort_key_names();
-        let mut manifest = Manifest {
+        Ok(Manifest {
             format: MANIFEST_FORMAT,
-            load_id: load_id.clone(),
+            load_id,
             committed_at_ms,
             layout_generation: self.layout.generation,
-            sort_key,
+            sort_key: self.layout.sort_key_names(),
             schema,
             objects: self.objects.clone(),
             blooms: None,
-        };
-        // A rerun of a load that was published and then killed (or whose manifest write
-        // failed after landing) finds every object stored already: if a published load lists
-        // exactly these objects under this layout, this load is that one, and publishing it
-        // again would double its rows.
-        if self.reused == self.objects.len()
-            && let Some(published) = self.find_published(&manifest).await?
-        {
-            tracing::info!(load_id = %published.load_id, "an identical load is published already; nothing to publish");
-            self.stages.commit_s += t.elapsed().as_secs_f64();
-            return Ok(self.report(published.load_id, true));
-        }
-        manifest.blooms = self.store_blooms().await?;
-        let path = self.table.manifests_dir().join(format!("{load_id}.json"));
-        let json = serde_json::to_vec_pretty(&manifest).expect("a manifest serializes");
+        })
+    }
+
+    /// Asks the store for every object and the sidecar `manifest` lists (a few at a time): each
+    /// must be there with its recorded size. The loader no longer holds the bytes of an
+    /// uploaded object, so a missing one fails the load; its rerun stores it again.
+    async fn check_stored(&self, manifest: &Manifest) -> Result<(), LoadError> {
+        use futures::{StreamExt, TryStreamExt};
+        let listed = manifest
+            .objects
+            .iter()
+            .map(|o| (o.key.clone(), o.bytes))
+            .chain(manifest.blooms.iter().map(|b| (b.key.clone(), b.bytes)));
+        futures::stream::iter(listed)
+            .map(|(key, bytes)| async move {
+                let not_stored = |problem: String| LoadError::NotStored {
+                    key: key.clone(),
+                    problem,
+                };
+                match self.store.head(&Path::from(key.as_str())).await {
+                    Ok(meta) if meta.size == bytes => Ok(()),
+                    Ok(meta) => Err(not_stored(format!(
+                        "has {} bytes where this load stored {bytes}",
+                        meta.size
+                    ))),
+                    Err(object_store::Error::NotFound { .. }) => {
+                        Err(not_stored("is missing".into()))
+                    }
+                    Err(source) => Err(LoadError::Store {
+                        key: key.clone(),
+                        source,
+                    }),
+                }
+            })
+            .buffer_unordered(CHECK_CONCURRENCY)
+            .try_collect::<()>()
+            .await
+    }
+
+    /// Writes `manifest` create-if-absent under its load id: the commit. Returns its path.
+    async fn put_manifest(&self, manifest: &Manifest) -> Result<Path, LoadError> {
+        let path = self
+            .table
+            .manifests_dir()
+            .join(format!("{}.json", manifest.load_id));
+        let json = serde_json::to_vec_pretty(manifest).expect("a manifest serializes");
         let store_err = |source| LoadError::Store {
             key: path.to_string(),
             source,
@@ -595,34 +680,26 @@ impl Loader {
                 PutOptions::from(PutMode::Create),
             )
             .await;
-        match put {
-            Ok(_) => {}
-            // A retried request whose first attempt was stored (the response was lost) finds
-            // its own manifest: that is success. Anything else under this name is not ours.
-            // After any other failure the write may still have landed: read it back.
-            Err(e) => {
-                let there = match self.store.get(&path).await {
-                    Ok(got) => Some(got.bytes().await),
-                    Err(object_store::Error::NotFound { .. }) => None,
-                    Err(read) => Some(Err(read)),
-                };
-                match there {
-                    Some(Ok(bytes)) if bytes.as_ref() == json.as_slice() => {}
-                    None => return Err(store_err(e)),
-                    Some(Ok(_)) => return Err(store_err(e)),
-                    Some(Err(read)) => {
-                        return Err(LoadError::CommitUnknown {
-                            key: path.to_string(),
-                            write: Box::new(e),
-                            read: Box::new(read),
-                        });
-                    }
-                }
-            }
+        let Err(e) = put else {
+            return Ok(path);
+        };
+        // A retried request whose first attempt was stored (the response was lost) finds its
+        // own manifest: that is success. Anything else under this name is not ours. After any
+        // other failure the write may still have landed: read it back.
+        let there = match self.store.get(&path).await {
+            Ok(got) => Some(got.bytes().await),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(read) => Some(Err(read)),
+        };
+        match there {
+            Some(Ok(bytes)) if bytes.as_ref() == json.as_slice() => Ok(path),
+            None | Some(Ok(_)) => Err(store_err(e)),
+            Some(Err(read)) => Err(LoadError::CommitUnknown {
+                key: path.to_string(),
+                write: Box::new(e),
+                read: Box::new(read),
+            }),
         }
-        self.stages.commit_s += t.elapsed().as_secs_f64();
-        tracing::info!(manifest = %path, objects = self.objects.len(), rows = self.rows, "load committed");
-        Ok(self.report(load_id, false))
     }
 
     /// Stores the per-object Bloom filters as one sidecar beside the objects (content-addressed
@@ -683,24 +760,57 @@ impl Loader {
         }
     }
 
-    /// A published manifest that lists exactly `manifest`'s objects under its layout.
-    async fn find_published(&self, manifest: &Manifest) -> Result<Option<Manifest>, LoadError> {
+    /// How the table's published manifests stand to `manifest` (see [`published_as`]).
+    async fn find_published(&self, manifest: &Manifest) -> Result<Published, LoadError> {
         let published = ravel_manifest::read_manifests(self.store.as_ref(), &self.table)
             .await
             .map_err(|e| LoadError::Internal {
                 task: "reading the table's manifests".into(),
                 message: e.to_string(),
             })?;
-        let same = |m: &Manifest| {
-            m.layout_generation == manifest.layout_generation
-                && m.objects.len() == manifest.objects.len()
-                && m.objects
-                    .iter()
-                    .zip(&manifest.objects)
-                    .all(|(a, b)| a.key == b.key)
-        };
-        Ok(published.into_iter().map(|(_, m)| m).find(same))
+        Ok(published_as(&published, manifest))
     }
+}
+
+/// Objects checked for existence at once before the commit.
+const CHECK_CONCURRENCY: usize = 16;
+
+/// How a load about to commit stands to the manifests published already.
+#[derive(Debug, PartialEq)]
+enum Published {
+    /// No published manifest lists any of its objects.
+    Nothing,
+    /// This load id lists the same objects under the same layout generation: the load is
+    /// published already.
+    Same(String),
+    /// This manifest lists `object` among others: publishing would list it twice.
+    Overlapping { manifest: String, object: String },
+}
+
+/// Compares `ours` with `published` (key, manifest): the same set of object keys under the
+/// same layout generation is the same load, whatever the order or which objects were stored
+/// again since; any shared object otherwise is an overlap. An object key (a content hash) may
+/// be listed by one manifest of a table only, so that no row counts twice. A later version log
+/// passes the manifests of the current version here.
+fn published_as(published: &[(String, Manifest)], ours: &Manifest) -> Published {
+    use std::collections::HashSet;
+    let keys: HashSet<&str> = ours.objects.iter().map(|o| o.key.as_str()).collect();
+    let mut overlap = None;
+    for (path, m) in published {
+        let theirs: HashSet<&str> = m.objects.iter().map(|o| o.key.as_str()).collect();
+        if m.layout_generation == ours.layout_generation && theirs == keys {
+            return Published::Same(m.load_id.clone());
+        }
+        if overlap.is_none()
+            && let Some(object) = m.objects.iter().find(|o| keys.contains(o.key.as_str()))
+        {
+            overlap = Some(Published::Overlapping {
+                manifest: path.clone(),
+                object: object.key.clone(),
+            });
+        }
+    }
+    overlap.unwrap_or(Published::Nothing)
 }
 
 /// An upload's outcome: the object's position in its run, its entry, seconds spent, and

@@ -2,6 +2,11 @@
 //! transient faults (failed requests, lost responses, bodies cut short, latency) are retried
 //! and every row lands once; a permanent fault fails the load, names the key and publishes no
 //! manifest.
+//!
+//! A load and `gc` side by side: `gc` deletes nothing while a load holds its lease; an object
+//! deleted behind a load's back fails its commit; a rerun recognizes its earlier publication even
+//! when objects of it were deleted and stored again, and refuses to list an object that a
+//! manifest of other objects lists.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +17,7 @@ use futures::TryStreamExt;
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use ravel_gc::GcOptions;
 use ravel_hits::{GenOptions, generate};
 use ravel_layout::{Layout, LayoutStore};
 use ravel_loader::{LoadError, LoadOptions, Loader, Manifest};
@@ -270,4 +276,198 @@ async fn a_server_without_conditional_create_is_detected_once_loads_proceed_layo
         .await
         .unwrap();
     assert_eq!(layouts.len(), 1, "still generation 1 only");
+}
+
+/// A loader that has pushed `batches` until its first objects are stored (at least one run
+/// flushed); returns it with the batches not yet pushed.
+async fn loader_with_objects_stored<'a>(
+    store: &Store,
+    batches: &'a [RecordBatch],
+) -> (Loader, &'a [RecordBatch]) {
+    let mut loader = Loader::new(store, "hits", options()).await.unwrap();
+    for (i, b) in batches.iter().enumerate() {
+        loader.push(b.clone()).await.unwrap();
+        if loader.objects_stored() > 0 {
+            return (loader, &batches[i + 1..]);
+        }
+    }
+    panic!("no run was flushed before the end of the input");
+}
+
+async fn data_keys(store: &Store) -> Vec<String> {
+    let listed: Vec<object_store::ObjectMeta> = store
+        .object_store()
+        .list(Some(&Path::from("hits/data")))
+        .try_collect()
+        .await
+        .unwrap();
+    let mut keys: Vec<String> = listed.iter().map(|m| m.location.to_string()).collect();
+    keys.sort();
+    keys
+}
+
+async fn exists(store: &Store, key: &str) -> bool {
+    store.object_store().head(&Path::from(key)).await.is_ok()
+}
+
+fn hits_batches(rows: u64, seed: u64) -> (arrow::datatypes::SchemaRef, Vec<RecordBatch>) {
+    generate(GenOptions {
+        rows,
+        seed,
+        batch_rows: 5_000,
+        ..GenOptions::default()
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gc_during_a_load_deletes_none_of_its_objects() {
+    let server = S3Server::start();
+    let store = server.store("w");
+    set_hits_layout(&store).await;
+    let (schema, batches) = hits_batches(60_000, 11);
+    let (mut loader, rest) = loader_with_objects_stored(&store, &batches).await;
+    let uploaded = data_keys(&store).await;
+    assert!(!uploaded.is_empty());
+
+    // The command: gc with no retention at all while the load runs.
+    let gc = GcOptions::new(Duration::ZERO, false);
+    let report = ravel_gc::gc(&store, "hits", &gc).await.unwrap();
+    assert_eq!(report.deleted, 0, "{report:?}");
+    assert_eq!(report.blocked_by.len(), 1, "the load's lease blocks gc");
+    assert_eq!(
+        data_keys(&store).await,
+        uploaded,
+        "nothing of the load deleted"
+    );
+
+    for b in rest {
+        loader.push(b.clone()).await.unwrap();
+    }
+    let loaded = loader.finish().await.unwrap();
+    let published = manifests(&store).await;
+    assert_eq!(published.len(), 1);
+    for o in &published[0].objects {
+        assert!(
+            exists(&store, &o.key).await,
+            "{} is listed and stored",
+            o.key
+        );
+    }
+    let input = concat_batches(&schema, &batches).unwrap();
+    assert_eq!(
+        by_watch_id(&table_rows(&store, &published[0]).await),
+        by_watch_id(&input)
+    );
+    // The commit released the lease: gc runs again, and keeps every referenced object.
+    let after = ravel_gc::gc(&store, "hits", &gc).await.unwrap();
+    assert!(after.blocked_by.is_empty() && after.leases.is_empty());
+    assert_eq!(
+        after.referenced,
+        loaded.objects.len() + 1,
+        "objects and sidecar"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_object_deleted_behind_the_loads_back_fails_its_commit_naming_it() {
+    let server = S3Server::start();
+    let store = server.store("w");
+    set_hits_layout(&store).await;
+    let (_, batches) = hits_batches(60_000, 12);
+    let (mut loader, rest) = loader_with_objects_stored(&store, &batches).await;
+    let victim = data_keys(&store).await.remove(0);
+    store
+        .object_store()
+        .delete(&Path::from(victim.as_str()))
+        .await
+        .unwrap();
+    for b in rest {
+        loader.push(b.clone()).await.unwrap();
+    }
+    let err = loader.finish().await.unwrap_err();
+    let chain = error_chain(&err);
+    assert!(chain.contains(&format!("object {victim}")), "{chain}");
+    assert!(chain.contains("is missing"), "{chain}");
+    assert!(chain.contains("nothing was published"), "{chain}");
+    assert!(!err.is_invalid_input(), "a failure, not bad input");
+    assert!(manifests(&store).await.is_empty(), "nothing published");
+    let leases: Vec<_> = store
+        .object_store()
+        .list(Some(&Path::from("hits/_leases")))
+        .try_collect()
+        .await
+        .unwrap();
+    assert!(leases.is_empty(), "the failed load released its lease");
+
+    // Its rerun stores the object again and publishes every row.
+    let report = load(&store, &batches).await.unwrap();
+    assert!(!report.already_published);
+    assert!(exists(&store, &victim).await);
+    assert_eq!(manifests(&store).await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rerun_after_objects_of_its_publication_were_deleted_publishes_nothing_new() {
+    let server = S3Server::start();
+    let store = server.store("w");
+    set_hits_layout(&store).await;
+    let (schema, batches) = hits_batches(60_000, 13);
+    let first = load(&store, &batches).await.unwrap();
+    assert!(first.objects.len() >= 3, "{} objects", first.objects.len());
+    // As gc of a build without leases did: two of the published objects are gone.
+    let gone: Vec<String> = first.objects[..2].iter().map(|o| o.key.clone()).collect();
+    for key in &gone {
+        store
+            .object_store()
+            .delete(&Path::from(key.as_str()))
+            .await
+            .unwrap();
+    }
+
+    let again = load(&store, &batches).await.unwrap();
+    assert!(
+        again.already_published,
+        "the rerun recognizes the publication"
+    );
+    assert_eq!(again.load_id, first.load_id);
+    let published = manifests(&store).await;
+    assert_eq!(published.len(), 1, "no second manifest");
+    for key in &gone {
+        assert!(exists(&store, key).await, "{key} stored again");
+    }
+    let rows = table_rows(&store, &published[0]).await;
+    assert_eq!(rows.num_rows(), 60_000, "every row once");
+    let input = concat_batches(&schema, &batches).unwrap();
+    assert_eq!(by_watch_id(&rows), by_watch_id(&input));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_load_sharing_objects_with_a_manifest_of_other_objects_is_refused() {
+    let server = S3Server::start();
+    let store = server.store("w");
+    set_hits_layout(&store).await;
+    let (_, batches) = hits_batches(60_000, 14);
+    let first = load(&store, &batches).await.unwrap();
+    // The published manifest now lists all but the last object of the same load.
+    let old = Path::from(format!("hits/manifests/{}.json", first.load_id));
+    let mut m = manifests(&store).await.remove(0);
+    m.objects.pop();
+    m.load_id = "0000000000001-partial".into();
+    store.object_store().delete(&old).await.unwrap();
+    let partial = "hits/manifests/0000000000001-partial.json";
+    store
+        .object_store()
+        .put(&Path::from(partial), serde_json::to_vec(&m).unwrap().into())
+        .await
+        .unwrap();
+
+    let err = load(&store, &batches).await.unwrap_err();
+    let chain = error_chain(&err);
+    assert!(chain.contains(&format!("manifest {partial}")), "{chain}");
+    assert!(
+        chain.contains(&format!("object {}", first.objects[0].key)),
+        "{chain}"
+    );
+    assert!(!err.is_invalid_input());
+    assert_eq!(manifests(&store).await.len(), 1, "no object listed twice");
 }

@@ -12,6 +12,7 @@
 //! <table>/_schema.json                the table's recorded Arrow schema (once)
 //! <table>/data/<hash>.parquet         objects
 //! <table>/manifests/<load-id>.json    one manifest per load
+//! <table>/_leases/<lease-id>.json    one lease per running load (see `ravel-gc`)
 //! _ravel/capabilities.json            what the server supports (see `Store::capabilities`)
 //! ```
 //!
@@ -340,6 +341,21 @@ impl TablePaths {
     pub fn manifests_dir(&self) -> Path {
         Path::from_iter([self.name.as_str(), "manifests"])
     }
+
+    /// `<table>/`: everything stored for the table lies under it.
+    pub fn root(&self) -> Path {
+        Path::from(self.name.as_str())
+    }
+
+    /// `<table>/_leases/`: one lease per running load, which `gc` respects.
+    pub fn leases_dir(&self) -> Path {
+        Path::from_iter([self.name.as_str(), "_leases"])
+    }
+
+    /// `<table>/_leases/<lease id>.json`.
+    pub fn lease(&self, id: &str) -> Path {
+        self.leases_dir().join(format!("{id}.json"))
+    }
 }
 
 #[cfg(test)]
@@ -401,6 +417,8 @@ mod tests {
         assert_eq!(t.data_dir().as_ref(), "hits/data");
         assert_eq!(t.manifests_dir().as_ref(), "hits/manifests");
         assert_eq!(t.schema_doc().as_ref(), "hits/_schema.json");
+        assert_eq!(t.root().as_ref(), "hits");
+        assert_eq!(t.lease("x").as_ref(), "hits/_leases/x.json");
         for bad in ["", "_x", "-x", "a/b", "a b", "..", &"x".repeat(129)] {
             assert!(TablePaths::new(bad).is_err(), "{bad:?}");
         }

@@ -110,7 +110,9 @@ pub enum VerifyError {
         #[source]
         source: object_store::Error,
     },
-    #[error("table {table:?} has no layout settings and no loads in this store")]
+    #[error(
+        "table {table:?} has nothing stored under its prefix in this store (no layout, schema, objects or loads)"
+    )]
     NoSuchTable { table: String },
 }
 
@@ -137,14 +139,17 @@ pub async fn verify(
     let manifests = ravel_manifest::read_manifests(os.as_ref(), &paths).await?;
     let stored = list(os.as_ref(), &paths.data_dir()).await?;
     if manifests.is_empty() && stored.is_empty() {
-        let has_layout = list(os.as_ref(), &paths.layout_dir()).await?;
-        if has_layout.is_empty() {
+        // A table is anything stored under its prefix (`gc` agrees): a layout, a schema, a
+        // lease, objects without manifests.
+        let anything = list(os.as_ref(), &paths.root()).await?;
+        if anything.is_empty() {
             return Err(VerifyError::NoSuchTable {
                 table: table.to_string(),
             });
         }
     }
     let mut violations = check_schemas(layouts.schema().await?.as_ref(), &manifests);
+    violations.extend(listed_twice(&manifests));
     let mut notes = Vec::new();
     let mut layouts_by_generation: BTreeMap<u64, Layout> = BTreeMap::new();
     let mut listed = HashSet::new();
@@ -285,6 +290,35 @@ fn check_schemas(
                 "schema has {} {theirs}, the table's recorded schema says {ours}",
                 d.path
             ));
+        }
+    }
+    out
+}
+
+/// An object listed by two manifests counts its rows twice: each object (and Bloom sidecar)
+/// belongs to one manifest of the table. Loads refuse to publish such a manifest; two
+/// concurrent reruns of one load may still both publish, and this is where that shows.
+fn listed_twice(manifests: &[(String, Manifest)]) -> Vec<Violation> {
+    let mut first: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut out = Vec::new();
+    for (key, m) in manifests {
+        let listed = m
+            .objects
+            .iter()
+            .map(|o| o.key.as_str())
+            .chain(m.blooms.iter().map(|b| b.key.as_str()));
+        for object in listed {
+            match first.get(object) {
+                Some(earlier) => out.push(Violation {
+                    object: object.to_string(),
+                    problem: format!(
+                        "is listed by manifests {earlier} and {key}: its rows count twice"
+                    ),
+                }),
+                None => {
+                    first.insert(object, key);
+                }
+            }
         }
     }
     out
