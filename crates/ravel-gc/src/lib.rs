@@ -3,7 +3,7 @@
 //! reports every such object and deletes those whose last write is older than a retention.
 //!
 //! A running load's objects are unreferenced until its manifest is written. Such a load holds a
-//! lease (see [`lease`]): while any live lease exists on the table, `gc` deletes nothing and
+//! lease (see [`ravel_store::lease`]): while any live lease exists on the table, `gc` deletes nothing and
 //! names the loads that block it. The retention is a second guard: since names are content
 //! hashes, a load may find an old orphan already under the name of an object it just encoded
 //! (a rerun after a crash does); the loader then writes the object again, which restarts its
@@ -18,8 +18,6 @@
 //! referenced object is never deleted. A table is what has anything stored under its prefix:
 //! one with a layout or objects but no manifests is collected like any other.
 
-pub mod lease;
-
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -30,7 +28,8 @@ use ravel_manifest::{ManifestError, read_manifests};
 use ravel_store::{Store, StoreError, TablePaths};
 use serde::Serialize;
 
-pub use lease::{FoundLease, HeldLease, Lease, LeaseError, STALE_AFTER, read_leases};
+pub use ravel_store::lease;
+pub use ravel_store::lease::{FoundLease, HeldLease, Lease, LeaseError, STALE_AFTER, read_leases};
 
 /// What `gc` does.
 #[derive(Debug, Clone)]
@@ -113,11 +112,11 @@ pub enum GcError {
 impl GcError {
     /// Whether the user named something that is not there.
     pub fn is_invalid_input(&self) -> bool {
-        matches!(
-            self,
-            GcError::NoSuchTable(_)
-                | GcError::Store(StoreError::BadTableName(_) | StoreError::BadUrl { .. })
-        )
+        match self {
+            GcError::NoSuchTable(_) => true,
+            GcError::Store(e) => e.is_invalid_input(),
+            _ => false,
+        }
     }
 }
 

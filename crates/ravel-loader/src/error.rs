@@ -59,7 +59,7 @@ pub enum LoadError {
     /// The load's lease, which keeps `gc` off its objects until the commit, could not be
     /// written.
     #[error("taking this load's lease")]
-    Lease(#[from] ravel_gc::LeaseError),
+    Lease(#[from] ravel_store::LeaseError),
 
     /// Just before the commit, an object this load stored was not there as stored.
     #[error(

@@ -96,8 +96,8 @@ pub struct Loader {
     poisoned: bool,
     started: Instant,
     /// The lease that keeps `gc` off this load's objects, taken before the first upload and
-    /// released after the commit (see `ravel_gc::lease`).
-    lease: Option<ravel_gc::HeldLease>,
+    /// released after the commit (see `ravel_store::lease`).
+    lease: Option<ravel_store::HeldLease>,
     /// Where the next pushed row stands in its input, for errors that name a row.
     position: InputPosition,
 }
@@ -513,8 +513,7 @@ impl Loader {
     /// error lists the objects left behind. The load's lease is released either way.
     pub async fn finish(mut self) -> Result<LoadReport, LoadError> {
         if self.poisoned {
-            self.release_lease().await;
-            return Err(self.abandon(LoadError::Poisoned));
+            return Err(self.abandon(LoadError::Poisoned).await);
         }
         let result = self.finish_inner().await;
         self.release_lease().await;
@@ -529,9 +528,10 @@ impl Loader {
     }
 
     /// Gives the load up after `error`: nothing is published, and the error lists the objects
-    /// already stored (unreferenced; `gc` collects them). The lease is deleted in the
-    /// background (or goes stale).
-    pub fn abandon(self, error: LoadError) -> LoadError {
+    /// already stored (unreferenced; `gc` collects them). The lease is deleted before it
+    /// returns, so that `gc` may collect them at once.
+    pub async fn abandon(mut self, error: LoadError) -> LoadError {
+        self.release_lease().await;
         if self.objects.is_empty() {
             error
         } else {
@@ -546,7 +546,8 @@ impl Loader {
     /// that `gc` leaves every object of the load alone until the commit.
     async fn take_lease(&mut self) -> Result<(), LoadError> {
         if self.lease.is_none() {
-            self.lease = Some(ravel_gc::HeldLease::acquire(self.store.clone(), &self.table).await?);
+            self.lease =
+                Some(ravel_store::HeldLease::acquire(self.store.clone(), &self.table).await?);
         }
         Ok(())
     }

@@ -447,7 +447,7 @@ pub async fn load_files_with(
     }));
     match result {
         Ok(()) => loader.finish().await,
-        Err(e) => Err(loader.abandon(e)),
+        Err(e) => Err(loader.abandon(e).await),
     }
 }
 

@@ -51,7 +51,7 @@ async fn load(
     let mut loader = Loader::new(store, "hits", options()).await?;
     for b in batches {
         if let Err(e) = loader.push(b.clone()).await {
-            return Err(loader.abandon(e));
+            return Err(loader.abandon(e).await);
         }
     }
     loader.finish().await
@@ -329,7 +329,7 @@ async fn gc_during_a_load_deletes_none_of_its_objects() {
     let uploaded = data_keys(&store).await;
     assert!(!uploaded.is_empty());
 
-    // The command: gc with no retention at all while the load runs.
+    // gc with no retention at all while the load runs.
     let gc = GcOptions::new(Duration::ZERO, false);
     let report = ravel_gc::gc(&store, "hits", &gc).await.unwrap();
     assert_eq!(report.deleted, 0, "{report:?}");

@@ -441,7 +441,7 @@ async fn a_permanent_store_error_fails_the_load_names_the_key_and_publishes_noth
         }
     }
     let err = match failed {
-        Some(e) => loader.abandon(e),
+        Some(e) => loader.abandon(e).await,
         None => loader.finish().await.unwrap_err(),
     };
     let msg = format!("{err}");

@@ -105,12 +105,7 @@ impl QueryError {
     pub fn is_invalid_input(&self) -> bool {
         match self {
             QueryError::NoSuchTable(_) => true,
-            QueryError::Store(e) => matches!(
-                e,
-                StoreError::BadTableName(_)
-                    | StoreError::BadUrl { .. }
-                    | StoreError::NoSuchStore { .. }
-            ),
+            QueryError::Store(e) => e.is_invalid_input(),
             QueryError::ReadOnly { .. }
             | QueryError::BadSqlName(_)
             | QueryError::Unquoted { .. } => true,

@@ -12,7 +12,7 @@
 //! <table>/_schema.json                the table's recorded Arrow schema (once)
 //! <table>/data/<hash>.parquet         objects
 //! <table>/manifests/<load-id>.json    one manifest per load
-//! <table>/_leases/<lease-id>.json    one lease per running load (see `ravel-gc`)
+//! <table>/_leases/<lease-id>.json    one lease per running load (see [`lease`])
 //! _ravel/capabilities.json            what the server supports (see `Store::capabilities`)
 //! ```
 //!
@@ -21,10 +21,12 @@
 //! about half a minute, naming its endpoint.
 
 mod capability;
+pub mod lease;
 mod retry;
 mod s3;
 
 pub use capability::Capabilities;
+pub use lease::{FoundLease, HeldLease, Lease, LeaseError, STALE_AFTER, read_leases};
 pub use retry::{GaveUp, RetryPolicy, RetryStore, is_transient};
 pub use s3::{CLIENT_RETRIES, CONNECT_TIMEOUT, REQUEST_TIMEOUT, RETRY_BUDGET};
 

@@ -250,7 +250,7 @@ async fn list(store: &dyn ObjectStore, prefix: &Path) -> Result<Vec<(String, u64
 
 /// The loads' schemas against each other and the table's recorded one: every load must agree
 /// with the first (names, types, order; see [`ravel_manifest::schema_difference`]) and with the
-/// recorded schema, and hold the recorded schema's nullability (a load writes the table's
+/// recorded schema, and be NOT NULL wherever the recorded schema is (a load writes the table's
 /// schema, so its objects keep every promise of a NOT NULL column). Metadata does not count.
 fn check_schemas(
     recorded: Option<&arrow::datatypes::Schema>,
@@ -280,14 +280,15 @@ fn check_schemas(
             ));
             continue;
         }
-        for d in ravel_manifest::nullability_differences(table, &m.schema) {
-            let (theirs, ours) = if d.table_nullable {
-                ("NOT NULL", "nullable")
-            } else {
-                ("nullable", "NOT NULL")
-            };
+        // A load stricter than the table (NOT NULL where the table allows nulls) breaks no
+        // promise: older builds wrote the input's nullability, and queries read such a column
+        // as nullable.
+        let loose = ravel_manifest::nullability_differences(table, &m.schema)
+            .into_iter()
+            .filter(|d| !d.table_nullable);
+        for d in loose {
             bad(format!(
-                "schema has {} {theirs}, the table's recorded schema says {ours}",
+                "schema has {} nullable, the table's recorded schema says NOT NULL",
                 d.path
             ));
         }
