@@ -77,6 +77,10 @@ pub enum LayoutError {
     #[error("store request failed")]
     Store(#[from] object_store::Error),
 
+    /// A document written once (a layout generation, the recorded schema) was not stored.
+    #[error(transparent)]
+    Create(#[from] ravel_store::CreateError),
+
     #[error(transparent)]
     Table(#[from] ravel_store::StoreError),
 
@@ -92,6 +96,7 @@ impl LayoutError {
             self,
             LayoutError::Conflict { .. }
                 | LayoutError::Store(_)
+                | LayoutError::Create(_)
                 | LayoutError::Json { .. }
                 | LayoutError::UnsupportedFormat { .. }
                 | LayoutError::Arrow(_)

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use arrow::datatypes::Schema;
 use futures::TryStreamExt;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt};
 use ravel_store::{Store, TablePaths};
 
 use crate::{LAYOUT_FORMAT, Layout, LayoutError};
@@ -131,17 +131,11 @@ impl LayoutStore {
             layout.validate_for(&schema)?;
         }
         let json = serde_json::to_vec_pretty(&schema).expect("a schema serializes");
-        let opts = PutOptions::from(PutMode::Create);
-        match self
-            .store
-            .put_opts(&self.table.schema_doc(), PutPayload::from(json), opts)
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(object_store::Error::AlreadyExists { .. }) => {
-                // Someone recorded one concurrently: fine if it is the same.
-                Box::pin(self.record_schema(&schema)).await
-            }
+        let path = self.table.schema_doc();
+        match ravel_store::create_or_confirm(self.store.as_ref(), &path, json.into()).await {
+            Ok(()) => Ok(true),
+            // Someone recorded one concurrently: fine if it is the same.
+            Err(e) if e.is_taken() => Box::pin(self.record_schema(&schema)).await,
             Err(e) => Err(e.into()),
         }
     }
@@ -186,29 +180,10 @@ impl LayoutStore {
         next.generation = base.generation + 1;
         let path = self.table.layout_doc(next.generation);
         let json = serde_json::to_vec_pretty(&next).expect("a layout serializes");
-        let mut stored = self
-            .store
-            .put_opts(
-                &path,
-                PutPayload::from(json.clone()),
-                PutOptions::from(PutMode::Create),
-            )
-            .await;
-        if let Err(object_store::Error::AlreadyExists { .. }) = &stored {
-            // A retry whose first attempt was stored (its response lost) finds this very
-            // document: that is our write, not a conflict.
-            if let Ok(got) = self.store.get(&path).await
-                && let Ok(there) = got.bytes().await
-                && there.as_ref() == json.as_slice()
-            {
-                stored = Ok(object_store::PutResult {
-                    e_tag: None,
-                    version: None,
-                });
-            }
-        }
-        match stored {
-            Ok(_) => {
+        // A retry whose first attempt was stored (its response lost) finds this very document:
+        // that is our write, not a conflict.
+        match ravel_store::create_or_confirm(self.store.as_ref(), &path, json.into()).await {
+            Ok(()) => {
                 tracing::info!(
                     table = self.table.name(),
                     generation = next.generation,
@@ -219,10 +194,7 @@ impl LayoutStore {
                     changed: true,
                 })
             }
-            Err(
-                object_store::Error::AlreadyExists { .. }
-                | object_store::Error::Precondition { .. },
-            ) => Err(LayoutError::Conflict {
+            Err(e) if e.is_taken() => Err(LayoutError::Conflict {
                 table: self.table.name().into(),
                 generation: next.generation,
             }),

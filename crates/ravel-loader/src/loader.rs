@@ -669,38 +669,17 @@ impl Loader {
             .manifests_dir()
             .join(format!("{}.json", manifest.load_id));
         let json = serde_json::to_vec_pretty(manifest).expect("a manifest serializes");
-        let store_err = |source| LoadError::Store {
-            key: path.to_string(),
-            source,
-        };
-        let put = self
-            .store
-            .put_opts(
-                &path,
-                PutPayload::from(json.clone()),
-                PutOptions::from(PutMode::Create),
-            )
-            .await;
-        let Err(e) = put else {
-            return Ok(path);
-        };
         // A retried request whose first attempt was stored (the response was lost) finds its
-        // own manifest: that is success. Anything else under this name is not ours. After any
-        // other failure the write may still have landed: read it back.
-        let there = match self.store.get(&path).await {
-            Ok(got) => Some(got.bytes().await),
-            Err(object_store::Error::NotFound { .. }) => None,
-            Err(read) => Some(Err(read)),
-        };
-        match there {
-            Some(Ok(bytes)) if bytes.as_ref() == json.as_slice() => Ok(path),
-            None | Some(Ok(_)) => Err(store_err(e)),
-            Some(Err(read)) => Err(LoadError::CommitUnknown {
-                key: path.to_string(),
-                write: Box::new(e),
-                read: Box::new(read),
-            }),
-        }
+        // own manifest: that is success. Anything else under this name is not ours.
+        ravel_store::create_or_confirm(self.store.as_ref(), &path, json.into())
+            .await
+            .map_err(|e| match e {
+                ravel_store::CreateError::Write { key, source } => LoadError::Store { key, source },
+                ravel_store::CreateError::Unknown { key, write, read } => {
+                    LoadError::CommitUnknown { key, write, read }
+                }
+            })?;
+        Ok(path)
     }
 
     /// Stores the per-object Bloom filters as one sidecar beside the objects (content-addressed

@@ -21,11 +21,13 @@
 //! about half a minute, naming its endpoint.
 
 mod capability;
+mod create;
 pub mod lease;
 mod retry;
 mod s3;
 
 pub use capability::Capabilities;
+pub use create::{CreateError, create_or_confirm};
 pub use lease::{FoundLease, HeldLease, Lease, LeaseError, STALE_AFTER, read_leases};
 pub use retry::{GaveUp, RetryPolicy, RetryStore, is_transient};
 pub use s3::{CLIENT_RETRIES, CONNECT_TIMEOUT, REQUEST_TIMEOUT, RETRY_BUDGET};
