@@ -23,17 +23,6 @@ pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
-/// (year, month, day) → days since 1970-01-01.
-pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = if m > 2 { m - 3 } else { m + 9 } as i64;
-    let doy = (153 * mp + 2) / 5 + d as i64 - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 fn two(out: &mut Vec<u8>, v: u32) {
     out.push(b'0' + (v / 10) as u8);
     out.push(b'0' + (v % 10) as u8);
@@ -187,11 +176,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dates_round_trip() {
-        for days in [-719_468, -1, 0, 1, 15_887, 15_917, 2_932_896] {
-            let (y, m, d) = civil_from_days(days);
-            assert_eq!(days_from_civil(y, m, d), days);
-        }
+    fn dates_and_times_are_written() {
         let mut out = Vec::new();
         push_datetime(&mut out, 1_372_636_800 + 13 * 3600 + 5 * 60 + 9);
         assert_eq!(out, b"2013-07-01 13:05:09");

@@ -155,10 +155,17 @@ pub fn run(args: LoadArgs) -> Result<LoadReport> {
         }
         None => None,
     };
-    let bad = ravel_loader::BadRows {
-        max: args.max_bad_rows,
-        rejects: rejects.clone(),
-        overwrite: args.overwrite_rejects,
+    // A TSV has no header: into a table without a recorded schema it loads as hits.tsv (the
+    // raw convention, Binary strings).
+    let tsv = ravel_loader::TsvOptions {
+        schema: Some(ravel_hits::schema(ravel_hits::Convention::Raw(
+            ravel_hits::Strings::Binary,
+        ))),
+        bad_rows: ravel_loader::BadRows {
+            max: args.max_bad_rows,
+            rejects: rejects.clone(),
+            overwrite: args.overwrite_rejects,
+        },
     };
     eprintln!(
         "geometry: {} tier; objects ~{} bytes, pipeline depth {}, load budget {} bytes, run trigger {} bytes, max flush delay {} s",
@@ -190,7 +197,7 @@ pub fn run(args: LoadArgs) -> Result<LoadReport> {
         opts,
         &args.input,
         format,
-        bad,
+        tsv,
         |rows, loader| {
             let secs = started.elapsed().as_secs_f64().max(1e-9);
             let msg = format!(

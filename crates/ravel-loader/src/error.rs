@@ -26,6 +26,13 @@ pub enum LoadError {
     #[error("input {input}: {message}")]
     Input { input: String, message: String },
 
+    /// A TSV has no header: its columns come from the table's recorded schema or from the
+    /// schema the caller gives for TSV ([`crate::TsvOptions`]); with neither it cannot be read.
+    #[error(
+        "input {input}: a TSV names no columns, and the table has no recorded schema and no TSV schema was given"
+    )]
+    NoTsvSchema { input: String },
+
     /// A part of the loader itself failed (a task panicked, the pipeline closed): not the
     /// input's fault.
     #[error("{task}: {message}")]
@@ -90,7 +97,8 @@ impl LoadError {
             LoadError::BatchOverBudget { .. }
             | LoadError::EmptyInput
             | LoadError::Schema { .. }
-            | LoadError::Input { .. } => true,
+            | LoadError::Input { .. }
+            | LoadError::NoTsvSchema { .. } => true,
             LoadError::Failed { source, .. } => source.is_invalid_input(),
             _ => false,
         }

@@ -17,5 +17,5 @@ pub use loader::{LoadReport, Loader, StageTimes};
 pub use options::{LoadOptions, SORT_SCRATCH_PER_ROW};
 pub use ravel_manifest::{MANIFEST_FORMAT, Manifest, ObjectEntry};
 pub use source::{
-    BadRows, InputFormat, READ_BATCH_ROWS, expand_inputs, load_files, load_files_with,
+    BadRows, InputFormat, READ_BATCH_ROWS, TsvOptions, expand_inputs, load_files, load_files_with,
 };

@@ -166,6 +166,35 @@ pub struct BadRows {
     pub overwrite: bool,
 }
 
+/// How TSV inputs are read: a TSV has no header, so its columns come from the table's recorded
+/// schema or from here; and how many bad lines a load may leave out.
+#[derive(Debug, Clone, Default)]
+pub struct TsvOptions {
+    /// The columns of TSV inputs, in order, for a table that has no recorded schema (a
+    /// recorded schema takes precedence). A dataset's own crate supplies it, e.g. the hits
+    /// schema for hits.tsv.
+    pub schema: Option<SchemaRef>,
+    /// Bad lines to leave out, and where they go.
+    pub bad_rows: BadRows,
+}
+
+/// The columns TSV inputs are read with: the table's recorded schema, else the one given;
+/// with neither, [`LoadError::NoTsvSchema`] naming the first input.
+fn tsv_columns(
+    loader: &Loader,
+    given: Option<SchemaRef>,
+    paths: &[PathBuf],
+) -> Result<SchemaRef, LoadError> {
+    if let Some(recorded) = loader.table_schema() {
+        return Ok(Arc::new(recorded.clone()));
+    }
+    given.ok_or_else(|| LoadError::NoTsvSchema {
+        input: paths
+            .first()
+            .map_or_else(String::new, |p| p.display().to_string()),
+    })
+}
+
 /// Streams the batches of hits-style TSV files, parsed in parallel blocks, in file order.
 fn read_tsv(
     paths: Vec<PathBuf>,
@@ -363,8 +392,9 @@ impl InputFormat {
 }
 
 /// Loads files into a table: reads them in order on a reader thread, pushes every batch,
-/// finishes. TSV columns follow the table's recorded schema, or the hits schema (raw
-/// convention, Binary strings) when it has none. `progress` sees the rows pushed so far.
+/// finishes. TSV columns follow the table's recorded schema; a table without one cannot take
+/// TSV here ([`LoadError::NoTsvSchema`]): [`load_files_with`] can name the columns. `progress`
+/// sees the rows pushed so far.
 pub async fn load_files(
     store: &Store,
     table: &str,
@@ -379,20 +409,21 @@ pub async fn load_files(
         opts,
         paths,
         format,
-        BadRows::default(),
+        TsvOptions::default(),
         progress,
     )
     .await
 }
 
-/// [`load_files`], leaving out up to `bad.max` bad TSV lines (written to `bad.rejects`).
+/// [`load_files`], reading TSV inputs as `tsv` says: with its columns when the table has no
+/// recorded schema, leaving out up to `tsv.bad_rows.max` bad lines.
 pub async fn load_files_with(
     store: &Store,
     table: &str,
     opts: LoadOptions,
     paths: &[PathBuf],
     format: InputFormat,
-    bad: BadRows,
+    tsv: TsvOptions,
     mut progress: impl FnMut(u64, &Loader),
 ) -> Result<LoadReport, LoadError> {
     let opts_budget = opts.load_budget;
@@ -405,12 +436,8 @@ pub async fn load_files_with(
             tokio::task::spawn_blocking(move || read_parquet(paths, batch_bytes, tx))
         }
         InputFormat::Tsv => {
-            let schema = loader
-                .table_schema()
-                .map(|s| Arc::new(s.clone()))
-                .unwrap_or_else(|| {
-                    ravel_hits::schema(ravel_hits::Convention::Raw(ravel_hits::Strings::Binary))
-                });
+            let schema = tsv_columns(&loader, tsv.schema, &paths)?;
+            let bad = tsv.bad_rows;
             tokio::task::spawn_blocking(move || read_tsv(paths, schema, bad, tx))
         }
     };
@@ -463,6 +490,38 @@ mod tests {
         assert_eq!(batch_rows(700, READ_BATCH_BYTES), READ_BATCH_ROWS);
         assert_eq!(batch_rows(u64::MAX, READ_BATCH_BYTES), 1);
         assert_eq!(batch_rows(0, READ_BATCH_BYTES), READ_BATCH_ROWS);
+    }
+
+    #[tokio::test]
+    async fn tsv_without_recorded_or_given_columns_is_refused_naming_the_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path().join("store").to_str().unwrap()).unwrap();
+        let path = dir.path().join("plain.tsv");
+        std::fs::write(&path, "1\tx\n").unwrap();
+        let opts = LoadOptions::from_tier(&ravel_tier::Tier::detect().unwrap());
+        let load = |tsv: TsvOptions| {
+            let (store, opts, path) = (store.clone(), opts.clone(), path.clone());
+            async move {
+                load_files_with(&store, "t", opts, &[path], InputFormat::Tsv, tsv, |_, _| {}).await
+            }
+        };
+        let err = load(TsvOptions::default()).await.unwrap_err();
+        assert!(
+            matches!(&err, LoadError::NoTsvSchema { input } if input.ends_with("plain.tsv")),
+            "{err}"
+        );
+        assert!(err.is_invalid_input());
+        assert!(!dir.path().join("store/t/manifests").exists());
+        // Given the columns, the same file loads.
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("s", DataType::Utf8, false),
+        ]));
+        let tsv = TsvOptions {
+            schema: Some(schema),
+            ..TsvOptions::default()
+        };
+        assert_eq!(load(tsv).await.unwrap().rows, 1);
     }
 
     #[test]

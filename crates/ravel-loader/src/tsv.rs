@@ -11,10 +11,8 @@ use arrow::array::{
     RecordBatch, StringBuilder, TimestampSecondBuilder, UInt8Builder, UInt16Builder, UInt32Builder,
     UInt64Builder,
 };
-use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
+use arrow::datatypes::{DataType, Date32Type, SchemaRef, TimeUnit};
 use rayon::prelude::*;
-
-use ravel_hits::tsv::days_from_civil;
 
 use crate::LoadError;
 
@@ -51,16 +49,15 @@ fn digits(b: &[u8]) -> Option<u32> {
     std::str::from_utf8(b).ok()?.parse().ok()
 }
 
-/// `YYYY-MM-DD` → days since 1970-01-01.
+/// `YYYY-MM-DD` → days since 1970-01-01 (proleptic Gregorian); `None` for a day the
+/// calendar does not have (`2013-02-30`).
 fn parse_date(b: &[u8]) -> Option<i64> {
     if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
         return None;
     }
     let (y, m, d) = (digits(&b[..4])?, digits(&b[5..7])?, digits(&b[8..10])?);
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
-        return None;
-    }
-    Some(days_from_civil(y as i64, m, d))
+    let date = chrono::NaiveDate::from_ymd_opt(y as i32, m, d)?;
+    Some(Date32Type::from_naive_date(date) as i64)
 }
 
 /// `YYYY-MM-DD hh:mm:ss` → unix seconds (UTC).
@@ -501,6 +498,24 @@ mod tests {
         assert!(b.column(2).is_null(1));
         assert_eq!(b.column(3).as_primitive::<Int16Type>().value(0), -5);
         assert!(b.column(3).is_null(1));
+    }
+
+    #[test]
+    fn dates_are_calendar_days() {
+        assert_eq!(parse_date(b"2013-07-01"), Some(15_887));
+        assert_eq!(parse_date(b"1970-01-01"), Some(0));
+        assert_eq!(parse_date(b"1969-12-31"), Some(-1));
+        assert_eq!(parse_date(b"2012-02-29"), Some(15_399));
+        assert_eq!(parse_date(b"0000-03-01"), Some(-719_468));
+        for no_such_day in [
+            &b"2013-02-29"[..],
+            b"2013-04-31",
+            b"2013-13-01",
+            b"2013-00-10",
+        ] {
+            assert_eq!(parse_date(no_such_day), None);
+        }
+        assert_eq!(parse_datetime(b"2013-07-01 00:00:33"), Some(1_372_636_833));
     }
 
     #[test]

@@ -252,7 +252,8 @@ async fn a_batch_over_the_budget_is_refused_naming_both_sizes() {
         rows: 5_000,
         ..GenOptions::default()
     });
-    let mut opts = options(1_000_000);
+    // Objects smaller than the budget: a budget must hold one object.
+    let mut opts = options(50_000);
     opts.load_budget = 100_000;
     let mut loader = Loader::new(&store, "hits", opts).await.unwrap();
     let err = loader.push(batches[0].clone()).await.unwrap_err();
@@ -266,6 +267,16 @@ async fn a_batch_over_the_budget_is_refused_naming_both_sizes() {
     let err = loader.finish().await.unwrap_err();
     assert!(matches!(err, ravel_loader::LoadError::Poisoned), "{err}");
     assert!(!dir.path().join("hits/manifests").exists());
+}
+
+/// TSV read as hits.tsv (raw convention, Binary strings) where the table records no schema.
+fn hits_tsv() -> ravel_loader::TsvOptions {
+    ravel_loader::TsvOptions {
+        schema: Some(ravel_hits::schema(Convention::Raw(
+            ravel_hits::Strings::Binary,
+        ))),
+        ..Default::default()
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -298,12 +309,13 @@ async fn tsv_and_both_parquet_conventions_load_the_same_rows() {
         ("tsv", &tsv, ravel_loader::InputFormat::Tsv),
     ] {
         ravel_testkit::set_layout(&store, table, &Layout::hits()).await;
-        let report = ravel_loader::load_files(
+        let report = ravel_loader::load_files_with(
             &store,
             table,
             opts(),
             std::slice::from_ref(path),
             format,
+            hits_tsv(),
             |_, _| {},
         )
         .await
@@ -399,12 +411,13 @@ async fn bad_tsv_names_file_and_line_and_publishes_nothing() {
     let mut text = std::fs::read_to_string(&path).unwrap();
     text.push_str("1\t2\n");
     std::fs::write(&path, text).unwrap();
-    let err = ravel_loader::load_files(
+    let err = ravel_loader::load_files_with(
         &store,
         "hits",
         options(1_000_000),
         &[path],
         ravel_loader::InputFormat::Tsv,
+        hits_tsv(),
         |_, _| {},
     )
     .await
