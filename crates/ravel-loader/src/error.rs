@@ -6,6 +6,10 @@ pub enum LoadError {
     #[error(transparent)]
     Layout(#[from] ravel_layout::LayoutError),
 
+    /// The load's options are unusable (e.g. an object size of 0): nothing was read or written.
+    #[error(transparent)]
+    Options(#[from] crate::InvalidOptions),
+
     #[error(
         "a batch needing {batch_bytes} bytes (its memory and its rows' sort scratch) is larger than the whole load budget of {budget} bytes; raise --load-budget or push smaller batches"
     )]
@@ -95,6 +99,7 @@ impl LoadError {
         match self {
             LoadError::Layout(e) => e.is_invalid_input(),
             LoadError::BatchOverBudget { .. }
+            | LoadError::Options(_)
             | LoadError::EmptyInput
             | LoadError::Schema { .. }
             | LoadError::Input { .. }

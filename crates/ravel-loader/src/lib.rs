@@ -14,7 +14,7 @@ pub mod tsv;
 
 pub use error::LoadError;
 pub use loader::{LoadReport, Loader, StageTimes};
-pub use options::{LoadOptions, SORT_SCRATCH_PER_ROW};
+pub use options::{InvalidOptions, LoadOptions, SORT_SCRATCH_PER_ROW, ZSTD_LEVELS};
 pub use ravel_manifest::{MANIFEST_FORMAT, Manifest, ObjectEntry};
 pub use source::{
     BadRows, InputFormat, READ_BATCH_ROWS, TsvOptions, expand_inputs, load_files, load_files_with,

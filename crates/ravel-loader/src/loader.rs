@@ -113,6 +113,7 @@ struct InputPosition {
 impl Loader {
     /// A loader for `table`; reads the table's layout (which the load never changes).
     pub async fn new(store: &Store, table: &str, opts: LoadOptions) -> Result<Loader, LoadError> {
+        opts.validate()?;
         let layout_store = LayoutStore::new(store, table)?;
         // Probed once per store (and recorded): without conditional create a load still works,
         // since its keys are unique to it; the store's probe warns.
@@ -1025,5 +1026,38 @@ fn child_types(t: &arrow::datatypes::DataType) -> Vec<arrow::datatypes::DataType
         RunEndEncoded(r, v) => vec![r.data_type().clone(), v.data_type().clone()],
         Dictionary(_, v) => vec![v.as_ref().clone()],
         _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_loader_with_unusable_options_is_refused_as_bad_input_before_any_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path().to_str().unwrap()).unwrap();
+        let opts = LoadOptions {
+            object_bytes: 0,
+            target_bytes: None,
+            pipeline_depth: 2,
+            load_budget: 100_000_000,
+            max_flush_delay: Duration::from_secs(60),
+            zstd_level: 3,
+        };
+        let err = match Loader::new(&store, "hits", opts).await {
+            Ok(_) => panic!("a loader with object_bytes 0"),
+            Err(e) => e,
+        };
+        let LoadError::Options(invalid) = &err else {
+            panic!("expected the options' error, got {err:?}");
+        };
+        assert_eq!(
+            (invalid.field, invalid.value.as_str()),
+            ("object_bytes", "0")
+        );
+        assert!(err.is_invalid_input());
+        assert!(err.to_string().contains("object_bytes = 0"), "{err}");
+        assert!(!dir.path().join("hits").exists(), "nothing written");
     }
 }

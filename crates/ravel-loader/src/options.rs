@@ -43,6 +43,46 @@ impl LoadOptions {
         }
     }
 
+    /// Checks that a load can run with these options: a positive object size, pipeline depth
+    /// and run trigger, a zstd level of 1 to 22, and a budget that holds at least one object.
+    /// [`crate::Loader::new`] calls it; the error names the field and its value.
+    pub fn validate(&self) -> Result<(), InvalidOptions> {
+        let bad = |field: &'static str, value: String, reason: String| {
+            Err(InvalidOptions {
+                field,
+                value,
+                reason,
+            })
+        };
+        if self.object_bytes == 0 {
+            return bad("object_bytes", "0".into(), "must be positive".into());
+        }
+        if self.pipeline_depth == 0 {
+            return bad("pipeline_depth", "0".into(), "must be at least 1".into());
+        }
+        if self.target_bytes == Some(0) {
+            return bad("target_bytes", "0".into(), "must be positive".into());
+        }
+        if !ZSTD_LEVELS.contains(&self.zstd_level) {
+            return bad(
+                "zstd_level",
+                self.zstd_level.to_string(),
+                "zstd levels are 1 to 22".into(),
+            );
+        }
+        if self.load_budget < self.object_bytes {
+            return bad(
+                "load_budget",
+                self.load_budget.to_string(),
+                format!(
+                    "must hold at least one object of object_bytes ({})",
+                    self.object_bytes
+                ),
+            );
+        }
+        Ok(())
+    }
+
     /// Bytes of encoded objects the pipeline may hold: the `pipeline_depth` uploads plus the
     /// object waiting for an upload slot and the one being encoded, but at most a quarter of
     /// the budget.
@@ -75,3 +115,62 @@ impl LoadOptions {
 /// its sort entries (hits' key is five words: about 90 bytes a row at the peak) and the
 /// `(batch, row)` order (16 bytes).
 pub const SORT_SCRATCH_PER_ROW: u64 = 128;
+
+/// The zstd levels an object may be compressed at.
+pub const ZSTD_LEVELS: std::ops::RangeInclusive<i32> = 1..=22;
+
+/// A [`LoadOptions`] field a load cannot run with.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("load option {field} = {value}: {reason}")]
+pub struct InvalidOptions {
+    /// The field, as [`LoadOptions`] names it.
+    pub field: &'static str,
+    pub value: String,
+    pub reason: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn good() -> LoadOptions {
+        LoadOptions {
+            object_bytes: 1_000_000,
+            target_bytes: None,
+            pipeline_depth: 2,
+            load_budget: 100_000_000,
+            max_flush_delay: Duration::from_secs(60),
+            zstd_level: 3,
+        }
+    }
+
+    #[test]
+    fn validate_names_the_field_and_value_a_load_cannot_run_with() {
+        assert_eq!(good().validate(), Ok(()));
+        let cases: Vec<(fn(&mut LoadOptions), &str, &str)> = vec![
+            (|o| o.object_bytes = 0, "object_bytes", "0"),
+            (|o| o.pipeline_depth = 0, "pipeline_depth", "0"),
+            (|o| o.target_bytes = Some(0), "target_bytes", "0"),
+            (|o| o.zstd_level = 0, "zstd_level", "0"),
+            (|o| o.zstd_level = 23, "zstd_level", "23"),
+            (|o| o.zstd_level = -5, "zstd_level", "-5"),
+            (|o| o.load_budget = 999_999, "load_budget", "999999"),
+        ];
+        for (change, field, value) in cases {
+            let mut o = good();
+            change(&mut o);
+            let err = o.validate().unwrap_err();
+            assert_eq!((err.field, err.value.as_str()), (field, value), "{err}");
+            assert!(
+                err.to_string().contains(&format!("{field} = {value}")),
+                "{err}"
+            );
+        }
+        // The edges that are allowed.
+        let mut o = good();
+        o.zstd_level = 22;
+        o.load_budget = o.object_bytes;
+        o.target_bytes = Some(1);
+        assert_eq!(o.validate(), Ok(()));
+    }
+}
