@@ -45,8 +45,13 @@ pub enum LoadError {
     #[error("encoding an object")]
     Encode(#[from] parquet::errors::ParquetError),
 
-    #[error("sorting a run")]
-    Arrow(#[from] arrow::error::ArrowError),
+    /// An Arrow kernel failed; `stage` says in which part of the load.
+    #[error("{stage}")]
+    Arrow {
+        stage: ArrowStage,
+        #[source]
+        source: arrow::error::ArrowError,
+    },
 
     #[error("storing {key}")]
     Store {
@@ -93,7 +98,48 @@ pub enum LoadError {
     },
 }
 
+/// The part of a load in which an Arrow kernel failed. (Computing a run's clustering order
+/// fails as [`ravel_layout::LayoutError`].)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArrowStage {
+    /// Giving an input batch the table's schema.
+    ReadingInput,
+    /// Taking a run's columns in that order.
+    Gathering,
+    /// Encoding an object (the dictionary trials that choose its settings).
+    Encoding,
+    /// Computing an object's key ranges for the manifest.
+    ComputingRanges,
+}
+
+impl std::fmt::Display for ArrowStage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ArrowStage::ReadingInput => "reading input",
+            ArrowStage::Gathering => "gathering a run in its sorted order",
+            ArrowStage::Encoding => "encoding an object",
+            ArrowStage::ComputingRanges => "computing an object's key ranges",
+        })
+    }
+}
+
+/// `?` on an Arrow error reads an input (the Parquet and TSV sources); the loader's other
+/// stages name theirs with [`LoadError::arrow`].
+impl From<arrow::error::ArrowError> for LoadError {
+    fn from(source: arrow::error::ArrowError) -> LoadError {
+        LoadError::Arrow {
+            stage: ArrowStage::ReadingInput,
+            source,
+        }
+    }
+}
+
 impl LoadError {
+    /// An Arrow kernel's failure in `stage` (for `map_err`).
+    pub fn arrow(stage: ArrowStage) -> impl FnOnce(arrow::error::ArrowError) -> LoadError {
+        move |source| LoadError::Arrow { stage, source }
+    }
+
     /// True when the error is about the input or the request (exit code 2).
     pub fn is_invalid_input(&self) -> bool {
         match self {
@@ -107,5 +153,27 @@ impl LoadError {
             LoadError::Failed { source, .. } => source.is_invalid_input(),
             _ => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_arrow_error_names_the_stage_it_happened_in() {
+        let failed =
+            |stage| LoadError::arrow(stage)(arrow::error::ArrowError::ComputeError("boom".into()));
+        assert_eq!(
+            failed(ArrowStage::Gathering).to_string(),
+            "gathering a run in its sorted order"
+        );
+        assert_eq!(
+            failed(ArrowStage::ComputingRanges).to_string(),
+            "computing an object's key ranges"
+        );
+        let from_input: LoadError = arrow::error::ArrowError::ComputeError("boom".into()).into();
+        assert_eq!(from_input.to_string(), "reading input");
+        assert!(!from_input.is_invalid_input());
     }
 }

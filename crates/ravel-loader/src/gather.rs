@@ -24,7 +24,7 @@ use arrow::error::ArrowError;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use crate::LoadError;
+use crate::{ArrowStage, LoadError};
 
 /// The rows of `batches` in `order`, gathered column by column in parallel, largest column
 /// first (one column's random reads stay within that column's buffers, which keeps them in
@@ -68,7 +68,8 @@ pub(crate) fn gather_consuming(
     })
     .into_iter()
     .map(|chunks| chunks.map(|c| c.into_iter()))
-    .collect::<Result<Vec<_>, _>>()?;
+    .collect::<Result<Vec<_>, _>>()
+    .map_err(LoadError::arrow(ArrowStage::Gathering))?;
     order
         .chunks(chunk_rows)
         .map(|o| {
@@ -77,11 +78,8 @@ pub(crate) fn gather_consuming(
                 .map(|chunks| chunks.next().expect("a chunk of every column"))
                 .collect();
             let options = RecordBatchOptions::new().with_row_count(Some(o.len()));
-            Ok(RecordBatch::try_new_with_options(
-                schema.clone(),
-                columns,
-                &options,
-            )?)
+            RecordBatch::try_new_with_options(schema.clone(), columns, &options)
+                .map_err(LoadError::arrow(ArrowStage::Gathering))
         })
         .collect()
 }

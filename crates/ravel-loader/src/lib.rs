@@ -12,7 +12,7 @@ mod options;
 mod source;
 pub mod tsv;
 
-pub use error::LoadError;
+pub use error::{ArrowStage, LoadError};
 pub use loader::{LoadReport, Loader, StageTimes};
 pub use options::{InvalidOptions, LoadOptions, SORT_SCRATCH_PER_ROW, ZSTD_LEVELS};
 pub use ravel_manifest::{MANIFEST_FORMAT, Manifest, ObjectEntry};

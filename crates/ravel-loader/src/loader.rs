@@ -15,7 +15,7 @@ use tokio::task::JoinSet;
 
 use crate::gather::gather_consuming;
 use crate::object::{Encoded, Run, cut_run, writer_properties};
-use crate::{LoadError, LoadOptions};
+use crate::{ArrowStage, LoadError, LoadOptions};
 use ravel_manifest::{BloomIndex, MANIFEST_FORMAT, Manifest, ObjectEntry, Section};
 
 /// The budget counts in KiB so that tokio's u32 permit counts cover budgets up to 4 TiB.
@@ -971,11 +971,8 @@ fn conform(
         columns.push(arrow::array::make_array(data));
     }
     let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(rows));
-    Ok(RecordBatch::try_new_with_options(
-        schema.clone(),
-        columns,
-        &options,
-    )?)
+    RecordBatch::try_new_with_options(schema.clone(), columns, &options)
+        .map_err(LoadError::arrow(ArrowStage::ReadingInput))
 }
 
 /// The index of an array's first null, if it holds one.

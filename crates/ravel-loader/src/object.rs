@@ -11,11 +11,12 @@ use ravel_encode::ParallelWriter;
 use ravel_layout::{ClusteringOrder, Layout};
 use serde_json::Value;
 
-use crate::LoadError;
+use crate::{ArrowStage, LoadError};
 
 /// Rows handed to the writer between two size checks. Each hand-over encodes the 105 hits
 /// columns as parallel tasks and waits for the slowest; at 8,192 rows that overhead made a
-/// 2M-row load take 8.0–8.9 s, at 16k–64k rows 6.3–7.6 s (interleaved runs, one session).
+/// 2M-row load take 8.0–8.9 s, at 16k–64k rows 6.3–7.6 s (runs of each setting interleaved on
+/// one machine).
 /// 32,768 rows of hits are about 1.8 MB stored; for small objects the hand-over shrinks to an
 /// eighth of the object's predicted rows (at least 64), so sizes stay close to the target.
 const CHUNK_ROWS: usize = 32_768;
@@ -59,7 +60,9 @@ fn trial(window: &[ArrayRef], compression: Compression) -> Result<(bool, usize),
             .build();
         let mut w = parquet::arrow::ArrowWriter::try_new(Vec::new(), schema.clone(), Some(props))?;
         for a in window {
-            w.write(&RecordBatch::try_new(schema.clone(), vec![a.clone()])?)?;
+            let batch = RecordBatch::try_new(schema.clone(), vec![a.clone()])
+                .map_err(LoadError::arrow(ArrowStage::Encoding))?;
+            w.write(&batch)?;
         }
         Ok(w.into_inner()?.len())
     };
@@ -398,7 +401,9 @@ pub(crate) fn cut_run(
         }
         let mut ranges = std::collections::BTreeMap::new();
         for &c in range_columns {
-            if let Some(r) = ravel_manifest::value_range(&run.window(c, start, end - start))? {
+            let range = ravel_manifest::value_range(&run.window(c, start, end - start))
+                .map_err(LoadError::arrow(ArrowStage::ComputingRanges))?;
+            if let Some(r) = range {
                 ranges.insert(schema.field(c).name().clone(), r);
             }
         }
