@@ -7,7 +7,7 @@
 # BUDGET_BYTES: --load-budget of every load (default 1000000000).
 #
 # Environment:
-#   WORK=/tmp/hostile          stores go to $WORK/store-<input>, logs to $WORK/logs
+#   WORK=$TMPDIR/hostile       stores go to $WORK/store-<input>, logs to $WORK/logs
 #   INPUTS=$WORK/inputs        the inputs; made by make_inputs.py (with MAKE_ARGS) when missing
 #   MAKE_ARGS=                 extra make_inputs.py flags, e.g. "--rows 1000000"
 #   CASES="one_counter big_urls wide"
@@ -23,7 +23,7 @@ fi
 BIN=$(readlink -f "$1")
 BUDGET=${2:-1000000000}
 HERE=$(cd "$(dirname "$0")" && pwd)
-WORK=${WORK:-/tmp/hostile}
+WORK=${WORK:-${TMPDIR:-/tmp}/hostile}
 INPUTS=${INPUTS:-$WORK/inputs}
 CASES=${CASES:-"one_counter big_urls wide"}
 HEADROOM=${HEADROOM_BYTES:-536870912}

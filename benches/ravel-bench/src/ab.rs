@@ -1,6 +1,6 @@
 //! `ravel-bench ab`: two builds run interleaved (A B A B …) on the same data; per step and
 //! figure, the ratios B/A of each round with their min, median and max. On a shared machine
-//! only ratios taken side by side in one session are trustworthy.
+//! only ratios taken side by side, in one command, are trustworthy.
 
 use std::fmt::Write;
 

@@ -49,7 +49,7 @@ impl StepName {
     }
 }
 
-/// What the steps run on; shared by every build measured in one session.
+/// What the steps run on; one `run` or `ab` command measures every build on the same workload.
 pub struct Workload {
     pub dir: PathBuf,
     /// Generated rows, arrival order.
