@@ -11,7 +11,9 @@
 //! (inserting a value again sets no bit, so the filter, folded at close as parquet-rs folds
 //! it, is the same bit for bit). Sorted tables repeat values in runs; on the hits layout 85 %
 //! of the text values equal the one before. With Bloom filters on by default, parquet-rs
-//! fills them all.
+//! fills them all. The filters this writer filled are handed to the caller as the file stores
+//! them ([`ParallelWriter::take_bloom_filters`]), so that a caller keeping them elsewhere (the
+//! loader's Bloom sidecar) need not read them back out of the encoded bytes.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -73,6 +75,9 @@ pub struct ParallelWriter<W: Write + Send> {
     bloom_specs: Vec<Option<(u64, f64, bool)>>,
     /// Per field: the open row group's filter of each field in `bloom_specs`.
     blooms: Vec<Option<Sbbf>>,
+    /// Per closed row group not yet taken, per field: the filter this writer filled, as the
+    /// file stores it (see [`ParallelWriter::take_bloom_filters`]).
+    filled: Vec<Vec<Option<Vec<u8>>>>,
     rows_in_group: usize,
     max_group_rows: usize,
     groups: usize,
@@ -129,6 +134,7 @@ impl<W: Write + Send> ParallelWriter<W> {
             leaves,
             columns: None,
             blooms: Vec::new(),
+            filled: Vec::new(),
             bloom_specs,
             rows_in_group: 0,
             max_group_rows: max_group_rows.max(1),
@@ -230,18 +236,25 @@ impl<W: Write + Send> ParallelWriter<W> {
             .collect::<Result<Vec<_>>>()?;
         // A filled filter belongs to its field's one leaf, folded as parquet-rs folds its own.
         let mut leaf = 0;
-        for ((&n, bloom), spec) in self
+        let mut filled = vec![None; self.leaves.len()];
+        for (field, ((&n, bloom), spec)) in self
             .leaves
             .iter()
             .zip(std::mem::take(&mut self.blooms))
             .zip(&self.bloom_specs)
+            .enumerate()
         {
             if let (Some(mut bloom), Some((_, fpp, _))) = (bloom, spec) {
                 bloom.fold_to_target_fpp(*fpp);
+                // The bytes the file writer writes for it: Thrift header and bitset.
+                let mut stored = Vec::new();
+                bloom.write(&mut stored)?;
+                filled[field] = Some(stored);
                 chunks[leaf].close_mut().bloom_filter = Some(bloom);
             }
             leaf += n;
         }
+        self.filled.push(filled);
         let mut group = self.writer.next_row_group()?;
         for chunk in chunks {
             chunk.append_to_row_group(&mut group)?;
@@ -250,6 +263,16 @@ impl<W: Write + Send> ParallelWriter<W> {
         self.rows_in_group = 0;
         self.groups += 1;
         Ok(())
+    }
+
+    /// The Bloom filters this writer filled (string and binary columns with their own Bloom
+    /// setting while the default is off; see the module docs), of each row group closed since
+    /// the last call: per row group, per field (`None` for a field whose filter parquet-rs
+    /// fills, or that has none). Each is the bytes the file holds for it (Thrift header and
+    /// bitset, as `Sbbf::write` writes them). Call [`ParallelWriter::flush`] first to include
+    /// the open row group.
+    pub fn take_bloom_filters(&mut self) -> Vec<Vec<Option<Vec<u8>>>> {
+        std::mem::take(&mut self.filled)
     }
 
     /// Adds a key-value entry to the file's footer metadata.
@@ -504,6 +527,9 @@ mod tests {
                 w.write(&batch(lo, n)).unwrap();
                 a.write(&batch(lo, n)).unwrap();
             }
+            w.flush().unwrap();
+            let taken = w.take_bloom_filters();
+            assert!(w.take_bloom_filters().is_empty(), "taken once");
             w.close().unwrap();
             a.close().unwrap();
             let (ours, theirs) = (blooms_of(ours), blooms_of(theirs));
@@ -513,6 +539,14 @@ mod tests {
                 "every chunk has its filter"
             );
             assert_eq!(ours, theirs);
+            // The filters handed over are the file's bytes of each filter this writer filled.
+            assert_eq!(taken.len(), 3, "one entry per row group");
+            for (g, group) in taken.iter().enumerate() {
+                for (f, filter) in group.iter().enumerate() {
+                    let expected = ours_fill[f].then(|| ours[g * 5 + f].clone().unwrap());
+                    assert_eq!(filter, &expected, "row group {g}, column {f}");
+                }
+            }
         }
     }
 

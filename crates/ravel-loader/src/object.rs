@@ -4,7 +4,7 @@
 use arrow::array::{Array, ArrayRef, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::metadata::{KeyValue, SortingColumn};
+use parquet::file::metadata::{KeyValue, ParquetMetaData, SortingColumn};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 use ravel_encode::ParallelWriter;
@@ -280,6 +280,36 @@ impl Buffers {
     }
 }
 
+/// The object's filter of each field in `bloom_columns`, as the object stores it: the sidecar's
+/// entries. A filter the writer filled (string and binary columns) is the one it handed over
+/// (`filled`, per row group, per field); one parquet-rs filled itself (e.g. FixedSizeBinary)
+/// is read back out of the encoded object.
+fn object_blooms(
+    bloom_columns: &[usize],
+    filled: Vec<Vec<Option<Vec<u8>>>>,
+    bytes: &[u8],
+    meta: &ParquetMetaData,
+) -> Vec<Vec<u8>> {
+    // With more row groups, no one group's filter holds the object's values: none.
+    let mut filled = match <[_; 1]>::try_from(filled) {
+        Ok([group]) => group,
+        Err(_) => Vec::new(),
+    };
+    let descr = meta.file_metadata().schema_descr();
+    bloom_columns
+        .iter()
+        .map(|&c| {
+            if let Some(filter) = filled.get_mut(c).and_then(Option::take) {
+                return filter;
+            }
+            (0..descr.num_columns())
+                .find(|&leaf| descr.get_column_root_idx(leaf) == c)
+                .map(|leaf| ravel_bloom::from_object(bytes, meta, leaf))
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
 fn key_at(run: &Run, key_cols: &[Vec<ArrayRef>], i: usize) -> Vec<Value> {
     let (b, r) = run.origin(i);
     key_cols[b]
@@ -378,6 +408,8 @@ pub(crate) fn cut_run(
                 Value::from(l.clone()).to_string(),
             ));
         }
+        w.flush()?;
+        let filled = w.take_bloom_filters();
         let (mut bytes, meta) = w.finish()?;
         bytes.shrink_to_fit(); // the spare room goes back before the object waits for upload
         if end < n && estimate > 0 {
@@ -407,18 +439,8 @@ pub(crate) fn cut_run(
                 ranges.insert(schema.field(c).name().clone(), r);
             }
         }
-        // The sidecar's filters are the ones parquet-rs just wrote into the object.
         let t = std::time::Instant::now();
-        let descr = meta.file_metadata().schema_descr();
-        let blooms = bloom_columns
-            .iter()
-            .map(|&c| {
-                (0..descr.num_columns())
-                    .find(|&leaf| descr.get_column_root_idx(leaf) == c)
-                    .map(|leaf| ravel_bloom::from_object(&bytes, &meta, leaf))
-                    .unwrap_or_default()
-            })
-            .collect();
+        let blooms = object_blooms(bloom_columns, filled, &bytes, &meta);
         blooms_s += t.elapsed().as_secs_f64();
         emit(Encoded {
             bytes: bytes::Bytes::from(bytes),
@@ -438,6 +460,89 @@ mod tests {
     use super::*;
     use arrow::array::{BinaryArray, Int64Array};
     use std::sync::Arc;
+
+    /// The sidecar's filters handed over by the writer are the bytes the old path read back
+    /// out of each encoded object, for every Bloom column type (FixedSizeBinary read back).
+    #[test]
+    fn handed_over_bloom_filters_are_the_ones_the_object_stores() {
+        use arrow::array::{FixedSizeBinaryArray, LargeStringArray, StringArray, StringViewArray};
+        use arrow::datatypes::{DataType, Field, Schema};
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("s", DataType::Utf8, true),
+            Field::new("b", DataType::Binary, false),
+            Field::new("l", DataType::LargeUtf8, false),
+            Field::new("v", DataType::Utf8View, true),
+            Field::new("f", DataType::FixedSizeBinary(4), false),
+            Field::new("i", DataType::Int64, false),
+        ]));
+        let n = 20_000i64;
+        let text = |i: i64| format!("value-{}", (i / 5) % 700);
+        let strings: Vec<Option<String>> = (0..n).map(|i| (i % 13 != 0).then(|| text(i))).collect();
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from(strings.clone())) as ArrayRef,
+                Arc::new(BinaryArray::from_iter_values(
+                    (0..n).map(|i| text(i * 7).into_bytes()),
+                )),
+                Arc::new(LargeStringArray::from_iter_values(
+                    (0..n).map(|i| text(i / 3)),
+                )),
+                Arc::new(StringViewArray::from(strings)),
+                Arc::new(
+                    FixedSizeBinaryArray::try_from_iter(
+                        (0..n).map(|i| ((i / 9) as u32).to_le_bytes()),
+                    )
+                    .unwrap(),
+                ),
+                Arc::new(Int64Array::from_iter_values(0..n)),
+            ],
+        )
+        .unwrap();
+        let layout = Layout {
+            bloom: ravel_layout::Bloom {
+                scope: ravel_layout::BloomScope::All,
+                fpp: 0.01,
+            },
+            ..Layout::default()
+        };
+        let run = Run::new(schema.clone(), vec![batch]);
+        let object_bytes = 5_000;
+        let (props, bytes_per_row) = writer_properties(&layout, &run, 3, object_bytes).unwrap();
+        let bloom_columns = [0, 1, 2, 3, 4];
+        let mut objects = Vec::new();
+        cut_run(
+            &run,
+            None,
+            &[],
+            &bloom_columns,
+            &props,
+            object_bytes,
+            None,
+            bytes_per_row,
+            |o| {
+                objects.push(o);
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert!(objects.len() > 2, "several objects: {}", objects.len());
+        for o in &objects {
+            let reader =
+                parquet::file::serialized_reader::SerializedFileReader::new(o.bytes.clone())
+                    .unwrap();
+            let meta = parquet::file::reader::FileReader::metadata(&reader);
+            let read_back: Vec<Vec<u8>> = bloom_columns
+                .iter()
+                .map(|&leaf| ravel_bloom::from_object(&o.bytes, meta, leaf))
+                .collect();
+            assert!(
+                read_back.iter().all(|f| !f.is_empty()),
+                "every column has a filter"
+            );
+            assert_eq!(o.blooms, read_back);
+        }
+    }
 
     #[test]
     fn dictionaries_only_where_they_make_the_column_smaller() {

@@ -147,7 +147,9 @@ mod tests {
     #[test]
     fn validate_names_the_field_and_value_a_load_cannot_run_with() {
         assert_eq!(good().validate(), Ok(()));
-        let cases: Vec<(fn(&mut LoadOptions), &str, &str)> = vec![
+        /// A change that makes the options unusable, and the field and value it sets.
+        type Case = (fn(&mut LoadOptions), &'static str, &'static str);
+        let cases: Vec<Case> = vec![
             (|o| o.object_bytes = 0, "object_bytes", "0"),
             (|o| o.pipeline_depth = 0, "pipeline_depth", "0"),
             (|o| o.target_bytes = Some(0), "target_bytes", "0"),
