@@ -11,7 +11,7 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use ravel_hits::{GenOptions, Generator};
-use ravel_layout::{ClusteringOrder, Layout};
+use ravel_layout::ClusteringOrder;
 use ravel_loader::READ_BATCH_ROWS;
 use ravel_loader::kernels::{encode_objects, gather};
 // The same memcmp/bcmp as ravel-load.
@@ -36,7 +36,7 @@ fn data() -> Data {
     });
     let schema = generator.schema();
     let batches: Vec<RecordBatch> = generator.collect();
-    let order = ClusteringOrder::try_new(&Layout::hits(), &schema)
+    let order = ClusteringOrder::try_new(&ravel_hits::layout(), &schema)
         .expect("hits order")
         .expect("hits layout has a key");
     Data {
@@ -48,7 +48,7 @@ fn data() -> Data {
 
 fn benches(c: &mut Criterion) {
     let d = data();
-    let layout = Layout::hits();
+    let layout = ravel_hits::layout();
     let mut g = c.benchmark_group("load");
     g.sample_size(10)
         .warm_up_time(Duration::from_secs(1))

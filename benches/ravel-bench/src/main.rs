@@ -26,7 +26,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use ravel_hits::{Convention, GenOptions, Generator};
-use ravel_layout::{ClusteringOrder, Layout};
+use ravel_layout::ClusteringOrder;
 
 use result::{BenchResult, Build, FORMAT, Flags, Step};
 use steps::{StepName, Workload};
@@ -496,7 +496,7 @@ fn cluster_gain(rows: u64, seed: u64, row_group: usize, zstd: i32) -> Result<()>
             .set_max_row_group_row_count(Some(row_group))
             .build()
     };
-    let layout = Layout::hits();
+    let layout = ravel_hits::layout();
     let t = Instant::now();
     let order = ClusteringOrder::try_new(&layout, &schema)?.context("hits layout has a key")?;
     let perm = order.permutation(&arrival)?;

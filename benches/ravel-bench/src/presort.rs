@@ -9,10 +9,10 @@ use arrow::row::OwnedRow;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use ravel_layout::{ClusteringOrder, Layout};
+use ravel_layout::ClusteringOrder;
 
-/// Writes `input`'s rows to `out` in the order of [`Layout::hits`] (stream CounterID, EventTime
-/// div 1 day, EventDate, UserID, EventTime), sorting in at most `memory_limit` bytes.
+/// Writes `input`'s rows to `out` in the order of [`ravel_hits::layout`] (stream CounterID,
+/// EventTime div 1 day, EventDate, UserID, EventTime), sorting in at most `memory_limit` bytes.
 pub fn presort(input: &Path, out: &Path, memory_limit: usize) -> Result<()> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -79,7 +79,7 @@ pub fn presort(input: &Path, out: &Path, memory_limit: usize) -> Result<()> {
 /// returns the rows.
 pub fn check_sorted(path: &Path) -> Result<u64> {
     let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path)?)?.build()?;
-    let layout = Layout::hits();
+    let layout = ravel_hits::layout();
     let mut order: Option<ClusteringOrder> = None;
     let mut last: Option<OwnedRow> = None;
     let mut rows = 0u64;

@@ -23,10 +23,11 @@ pub struct Layout {
     pub format: u32,
     /// Incremented by every stored change; 0 means never stored (the defaults).
     pub generation: u64,
-    /// The stream column, sorted first (`CounterID` by default); `None` for tables with no stream.
+    /// The stream column, sorted first; `None` (the default) for no stream.
     pub stream: Option<String>,
-    /// The time column, bucketed after the stream and sorted last (`EventTime` by default).
-    pub time: String,
+    /// The time column, bucketed after the stream and sorted last; a clustering key needs
+    /// one. `None` (the default) names none.
+    pub time: Option<String>,
     /// The clustering key and bucket width; `None` keeps arrival order.
     pub clustering_key: Option<ClusteringKey>,
     /// Which columns get Bloom filters.
@@ -144,14 +145,15 @@ pub fn is_time_type(dt: &DataType) -> bool {
 }
 
 impl Default for Layout {
-    /// Stream `CounterID`, time `EventTime`, no clustering key (arrival order), Bloom filters on
-    /// text columns at 1 % false positives.
+    /// The layout of a table never configured, whatever its columns: no stream, no time
+    /// column, no clustering key (arrival order), Bloom filters on every text column (a rule,
+    /// not names) at 1 % false positives.
     fn default() -> Self {
         Layout {
             format: LAYOUT_FORMAT,
             generation: 0,
-            stream: Some("CounterID".into()),
-            time: "EventTime".into(),
+            stream: None,
+            time: None,
             clustering_key: None,
             bloom: Bloom {
                 scope: BloomScope::Text,
@@ -162,18 +164,6 @@ impl Default for Layout {
 }
 
 impl Layout {
-    /// The ClickBench hits layout: stream `CounterID`, key `EventDate, UserID`, 1-day buckets,
-    /// time `EventTime`, Bloom filters on text columns.
-    pub fn hits() -> Layout {
-        Layout {
-            clustering_key: Some(ClusteringKey {
-                columns: vec!["EventDate".into(), "UserID".into()],
-                bucket_width: BucketWidth::day(),
-            }),
-            ..Layout::default()
-        }
-    }
-
     /// The same settings, ignoring the generation.
     pub fn same_settings(&self, other: &Layout) -> bool {
         Layout {
@@ -188,13 +178,13 @@ impl Layout {
     /// The sort key as names, in order: stream, `<time> div <width>`, key…, time. Empty
     /// without a clustering key. Manifests and object metadata record it.
     pub fn sort_key_names(&self) -> Vec<String> {
-        let Some(k) = &self.clustering_key else {
+        let (Some(k), Some(time)) = (&self.clustering_key, &self.time) else {
             return Vec::new();
         };
         let mut v: Vec<String> = self.stream.iter().cloned().collect();
-        v.push(format!("{} div {}", self.time, k.bucket_width));
+        v.push(format!("{time} div {}", k.bucket_width));
         v.extend(k.columns.iter().cloned());
-        v.push(self.time.clone());
+        v.push(time.clone());
         v
     }
 
@@ -207,12 +197,15 @@ impl Layout {
         if let Some(k) = &self.clustering_key {
             cols.extend(k.columns.iter().map(|c| ("clustering key", c.as_str())));
         }
-        cols.push(("time", self.time.as_str()));
+        if let Some(t) = &self.time {
+            cols.push(("time", t.as_str()));
+        }
         cols
     }
 
     /// Checks what can be checked without the table's schema: 1–4 key columns, each named once,
-    /// no column in two roles, a positive bucket width, a false-positive rate in (0, 1).
+    /// a time column with a key, no column in two roles, a positive bucket width, a
+    /// false-positive rate in (0, 1).
     pub fn validate(&self) -> Result<(), LayoutError> {
         if self.format != LAYOUT_FORMAT {
             return Err(LayoutError::UnsupportedFormat {
@@ -226,6 +219,9 @@ impl Layout {
             }
         }
         if let Some(k) = &self.clustering_key {
+            if self.time.is_none() {
+                return Err(LayoutError::KeyWithoutTime);
+            }
             if k.columns.is_empty() || k.columns.len() > 4 {
                 return Err(LayoutError::KeyColumnCount(k.columns.len()));
             }
@@ -306,8 +302,10 @@ impl Layout {
         {
             check_column("stream", stream, schema)?;
         }
-        if self.time != base.time {
-            check_column("time", &self.time, schema)?;
+        if let Some(time) = &self.time
+            && base.time.as_ref() != Some(time)
+        {
+            check_column("time", time, schema)?;
         }
         Ok(())
     }
@@ -386,7 +384,7 @@ mod tests {
     fn flights_layout() -> Layout {
         Layout {
             stream: Some("carrier".into()),
-            time: "time_hour".into(),
+            time: Some("time_hour".into()),
             clustering_key: Some(ClusteringKey {
                 columns: vec!["origin".into(), "dest".into()],
                 bucket_width: "1d".parse().unwrap(),
@@ -396,7 +394,7 @@ mod tests {
     }
 
     #[test]
-    fn a_flights_layout_is_as_valid_as_hits() {
+    fn a_flights_layout_is_valid() {
         flights_layout().validate_for(&flights()).unwrap();
         assert_eq!(
             BloomScope::Text.columns(&flights()),
@@ -406,8 +404,8 @@ mod tests {
 
     #[test]
     fn json_round_trip() {
-        let mut l = Layout::hits();
-        l.bloom.scope = BloomScope::Columns(vec!["URL".into(), "Title".into()]);
+        let mut l = flights_layout();
+        l.bloom.scope = BloomScope::Columns(vec!["origin".into(), "dest".into()]);
         let json = serde_json::to_string_pretty(&l).unwrap();
         assert!(json.contains("\"bucket_width\": \"1d\""), "{json}");
         let back: Layout = serde_json::from_str(&json).unwrap();
@@ -415,6 +413,49 @@ mod tests {
         let json = serde_json::to_string(&Layout::default()).unwrap();
         assert!(json.contains("\"scope\":\"text\""), "{json}");
         assert!(json.contains("\"clustering_key\":null"), "{json}");
+        assert!(json.contains("\"time\":null"), "{json}");
+        assert_eq!(
+            serde_json::from_str::<Layout>(&json).unwrap(),
+            Layout::default()
+        );
+    }
+
+    /// The hits table's column names, from the reference fixture.
+    fn hits_columns() -> Vec<&'static str> {
+        include_str!("../../../fixtures/clickbench/hits-columns.tsv")
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .map(|l| l.split('\t').nth(1).expect("position, name, type"))
+            .collect()
+    }
+
+    #[test]
+    fn the_default_names_no_column_of_any_dataset() {
+        let hits = hits_columns();
+        assert_eq!(hits.len(), 105);
+        assert!(hits.contains(&"CounterID") && hits.contains(&"EventTime"));
+        let l = Layout::default();
+        let json = serde_json::to_string(&l).unwrap();
+        for c in &hits {
+            assert!(!json.contains(&format!("\"{c}\"")), "{c} in {json}");
+        }
+        assert!(l.sort_columns().is_empty());
+        assert!(l.sort_key_names().is_empty());
+        assert_eq!(l.bloom.scope, BloomScope::Text);
+        // Valid for any table: a flights table takes it as it is.
+        l.validate_for(&flights()).unwrap();
+    }
+
+    #[test]
+    fn a_key_needs_a_time_column() {
+        let l = Layout {
+            time: None,
+            ..flights_layout()
+        };
+        let err = l.validate().unwrap_err();
+        assert!(matches!(err, LayoutError::KeyWithoutTime), "{err}");
+        assert!(err.is_invalid_input());
+        assert!(l.sort_key_names().is_empty());
     }
 
     #[test]
@@ -468,19 +509,19 @@ mod tests {
         assert!(err.to_string().contains("\"legs\""), "{err}");
 
         let mut l = flights_layout();
-        l.time = "origin".into();
+        l.time = Some("origin".into());
         l.clustering_key.as_mut().unwrap().columns = vec!["dest".into()];
         let err = l.validate_for(&schema).unwrap_err();
         assert!(matches!(err, LayoutError::BadTimeColumn { .. }), "{err}");
 
         let mut l = flights_layout();
-        l.time = "dep_delay".into();
+        l.time = Some("dep_delay".into());
         assert!(matches!(
             l.validate_for(&schema),
             Err(LayoutError::BadTimeColumn { .. })
         ));
         // An integer time column (unix seconds) is accepted.
-        l.time = "flight".into();
+        l.time = Some("flight".into());
         l.validate_for(&schema).unwrap();
 
         let mut l = flights_layout();

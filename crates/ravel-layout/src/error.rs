@@ -11,6 +11,10 @@ pub enum LayoutError {
     #[error("the clustering key needs 1 to 4 columns, got {0}")]
     KeyColumnCount(usize),
 
+    /// Rows sort by time bucket before the key columns, so a key needs a time column.
+    #[error("a clustering key needs a time column: name the time column first")]
+    KeyWithoutTime,
+
     #[error("column {column:?} is named more than once in the {role}")]
     DuplicateColumn { column: String, role: &'static str },
 

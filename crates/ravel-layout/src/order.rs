@@ -53,7 +53,12 @@ impl ClusteringOrder {
         layout.validate_for(schema)?;
         let index = |name: &str| schema.index_of(name).expect("validated");
         let stream = layout.stream.as_deref().map(index);
-        let time = index(&layout.time);
+        let time = index(
+            layout
+                .time
+                .as_deref()
+                .expect("validated: a key has a time column"),
+        );
         let keys: Vec<usize> = key.columns.iter().map(|c| index(c)).collect();
         let time_type = schema.field(time).data_type();
         let bucket_type = if *time_type == DataType::UInt64 {

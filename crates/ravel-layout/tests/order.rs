@@ -81,7 +81,7 @@ fn naive_key(layout: &Layout, batch: &RecordBatch, row: usize) -> Vec<Cell> {
         key.push(cell(col(s), row));
     }
     let ck = layout.clustering_key.as_ref().unwrap();
-    let t = col(&layout.time);
+    let t = col(layout.time.as_deref().unwrap());
     let tc = cell(t, row);
     key.push(naive_bucket(t.data_type(), &tc, ck.bucket_width.seconds()));
     for k in &ck.columns {
@@ -104,7 +104,7 @@ fn naive_permutation(layout: &Layout, batch: &RecordBatch) -> Vec<u32> {
 fn layout(stream: Option<&str>, time: &str, keys: &[&str], width: &str) -> Layout {
     Layout {
         stream: stream.map(String::from),
-        time: time.into(),
+        time: Some(time.into()),
         clustering_key: Some(ClusteringKey {
             columns: keys.iter().map(|s| s.to_string()).collect(),
             bucket_width: width.parse::<BucketWidth>().unwrap(),
@@ -227,7 +227,8 @@ fn unknown_columns_are_refused_by_name() {
         false,
     )]));
     let batch = RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![1]))]).unwrap();
-    let err = clustering_permutation(&Layout::hits(), &batch).unwrap_err();
+    let hits = layout(Some("CounterID"), "EventTime", &["UserID"], "1d");
+    let err = clustering_permutation(&hits, &batch).unwrap_err();
     assert!(err.to_string().contains("\"CounterID\""), "{err}");
 }
 

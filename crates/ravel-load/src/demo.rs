@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use ravel_layout::{Layout, LayoutStore};
+use ravel_layout::LayoutStore;
 use ravel_store::Store;
 use ravel_tier::Tier;
 
@@ -52,7 +52,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
             if recorded { "recorded" } else { "unchanged" },
             schema.fields().len()
         );
-        let target = Layout::hits();
+        let target = ravel_hits::layout();
         let u = service
             .update(|l| {
                 l.stream = target.stream.clone();

@@ -111,6 +111,54 @@ pub enum SchemaCommand {
     Show,
 }
 
+/// The first layout this command line stores for a table starts from the hits table's stream
+/// and time columns (those of `ravel_hits::layout()`) when the table can be hits: its recorded
+/// schema has both columns, or no schema is recorded yet (as TSV input without a recorded
+/// schema is read as hits). So `clustering-key set` alone sets up a hits table as it always
+/// did, while the library's defaults name no column. `None`: start from those defaults.
+async fn hits_start(service: &LayoutStore) -> Result<Option<Layout>, ravel_layout::LayoutError> {
+    let hits = ravel_hits::layout();
+    let fits = match service.schema().await? {
+        None => true,
+        Some(schema) => [&hits.stream, &hits.time]
+            .into_iter()
+            .flatten()
+            .all(|c| schema.field_with_name(c).is_ok()),
+    };
+    Ok(fits.then(|| Layout {
+        stream: hits.stream,
+        time: hits.time,
+        ..Layout::default()
+    }))
+}
+
+/// [`LayoutStore::update`], where a layout never stored (generation 0) reads as if it had the
+/// stream and time of `start` (see [`hits_start`]): a change to what it then already is writes
+/// nothing, as before the defaults named no column.
+async fn update(
+    service: &LayoutStore,
+    start: &Option<Layout>,
+    change: impl FnOnce(&mut Layout) -> Result<(), ravel_layout::LayoutError>,
+) -> Result<Updated, ravel_layout::LayoutError> {
+    let base = service.load().await?;
+    let mut from = base.clone();
+    if base.generation == 0
+        && let Some(s) = start
+    {
+        from.stream = s.stream.clone();
+        from.time = s.time.clone();
+    }
+    let mut next = from.clone();
+    change(&mut next)?;
+    if next.same_settings(&from) {
+        return Ok(Updated {
+            layout: base,
+            changed: false,
+        });
+    }
+    service.update_from(&base, next).await
+}
+
 pub fn run(args: LayoutArgs) -> Result<()> {
     let writes = !matches!(
         &args.command,
@@ -130,6 +178,11 @@ pub fn run(args: LayoutArgs) -> Result<()> {
     let table = args.table.clone();
     crate::runtime()?.block_on(async move {
         let ctx = || format!("table {table} in {}", store.location());
+        let start = if writes {
+            hits_start(&service).await.with_context(ctx)?
+        } else {
+            None
+        };
         match args.command {
             LayoutCommand::Show => print_json(&service.load().await.with_context(ctx)?),
             LayoutCommand::ClusteringKey(c) => match c {
@@ -138,8 +191,7 @@ pub fn run(args: LayoutArgs) -> Result<()> {
                     bucket_width,
                 } => {
                     let bucket_width: BucketWidth = bucket_width.parse()?;
-                    let u = service
-                        .update(|l| {
+                    let u = update(&service, &start, |l| {
                             l.clustering_key = Some(ClusteringKey {
                                 columns,
                                 bucket_width,
@@ -164,8 +216,7 @@ pub fn run(args: LayoutArgs) -> Result<()> {
                     Ok(())
                 }
                 ClusteringKeyCommand::Clear => {
-                    let u = service
-                        .update(|l| {
+                    let u = update(&service, &start, |l| {
                             l.clustering_key = None;
                             Ok(())
                         })
@@ -176,8 +227,7 @@ pub fn run(args: LayoutArgs) -> Result<()> {
             },
             LayoutCommand::Stream(c) => match c {
                 StreamCommand::Set { column } => {
-                    let u = service
-                        .update(|l| {
+                    let u = update(&service, &start, |l| {
                             l.stream = Some(column);
                             Ok(())
                         })
@@ -191,8 +241,7 @@ pub fn run(args: LayoutArgs) -> Result<()> {
                     Ok(())
                 }
                 StreamCommand::Clear => {
-                    let u = service
-                        .update(|l| {
+                    let u = update(&service, &start, |l| {
                             l.stream = None;
                             Ok(())
                         })
@@ -203,9 +252,8 @@ pub fn run(args: LayoutArgs) -> Result<()> {
             },
             LayoutCommand::Time(c) => match c {
                 TimeCommand::Set { column } => {
-                    let u = service
-                        .update(|l| {
-                            l.time = column;
+                    let u = update(&service, &start, |l| {
+                            l.time = Some(column);
                             Ok(())
                         })
                         .await
@@ -213,15 +261,15 @@ pub fn run(args: LayoutArgs) -> Result<()> {
                     report("time column", &u)
                 }
                 TimeCommand::Show => {
-                    println!("{}", service.load().await.with_context(ctx)?.time);
+                    let l = service.load().await.with_context(ctx)?;
+                    println!("{}", l.time.as_deref().unwrap_or("(none)"));
                     Ok(())
                 }
             },
             LayoutCommand::BloomScope(c) => match c {
                 BloomScopeCommand::Set { scope, fpp } => {
                     let scope: BloomScope = scope.parse()?;
-                    let u = service
-                        .update(|l| {
+                    let u = update(&service, &start, |l| {
                             l.bloom.scope = scope;
                             if let Some(fpp) = fpp {
                                 l.bloom.fpp = fpp;

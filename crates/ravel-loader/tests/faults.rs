@@ -19,7 +19,7 @@ use object_store::path::Path;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use ravel_gc::GcOptions;
 use ravel_hits::{GenOptions, generate};
-use ravel_layout::{Layout, LayoutStore};
+use ravel_layout::LayoutStore;
 use ravel_loader::{LoadError, LoadOptions, Loader, Manifest};
 use ravel_store::Store;
 use ravel_testkit::{FaultStore, S3Server};
@@ -41,7 +41,7 @@ fn by_watch_id(b: &RecordBatch) -> RecordBatch {
 }
 
 async fn set_hits_layout(store: &Store) {
-    ravel_testkit::set_layout(store, "hits", &Layout::hits()).await;
+    ravel_testkit::set_layout(store, "hits", &ravel_hits::layout()).await;
 }
 
 async fn load(

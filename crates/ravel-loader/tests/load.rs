@@ -10,7 +10,7 @@ use object_store::ObjectStoreExt;
 use object_store::path::Path;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use ravel_hits::{Convention, GenOptions, generate};
-use ravel_layout::{ClusteringOrder, Layout, is_text};
+use ravel_layout::{ClusteringOrder, is_text};
 use ravel_loader::{LoadOptions, Loader, Manifest};
 use ravel_store::Store;
 
@@ -53,7 +53,7 @@ async fn load_and_check(store: Store) {
         convention: Convention::default(),
         batch_rows: 10_000,
     });
-    ravel_testkit::set_layout(&store, "hits", &Layout::hits()).await;
+    ravel_testkit::set_layout(&store, "hits", &ravel_hits::layout()).await;
 
     let object_bytes = 4_000_000;
     let mut loader = Loader::new(&store, "hits", options(object_bytes))
@@ -105,7 +105,7 @@ async fn load_and_check(store: Store) {
         ]
     );
 
-    let order = ClusteringOrder::try_new(&Layout::hits(), &schema)
+    let order = ClusteringOrder::try_new(&ravel_hits::layout(), &schema)
         .unwrap()
         .unwrap();
     let mut all = Vec::new();
@@ -308,7 +308,7 @@ async fn tsv_and_both_parquet_conventions_load_the_same_rows() {
         ("typed", &typed, ravel_loader::InputFormat::Parquet),
         ("tsv", &tsv, ravel_loader::InputFormat::Tsv),
     ] {
-        ravel_testkit::set_layout(&store, table, &Layout::hits()).await;
+        ravel_testkit::set_layout(&store, table, &ravel_hits::layout()).await;
         let report = ravel_loader::load_files_with(
             &store,
             table,
@@ -552,7 +552,7 @@ async fn a_retried_manifest_put_that_finds_its_own_manifest_succeeds() {
     let layouts = ravel_layout::LayoutStore::new(&store, "hits").unwrap();
     let updated = layouts
         .update(|l| {
-            *l = ravel_layout::Layout::hits();
+            *l = ravel_hits::layout();
             Ok(())
         })
         .await

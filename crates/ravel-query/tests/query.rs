@@ -8,13 +8,12 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use ravel_hits::{GenOptions, generate};
-use ravel_layout::Layout;
 use ravel_loader::{LoadOptions, LoadReport, Loader};
 use ravel_query::{QueryOptions, QueryTable};
 use ravel_store::Store;
 
 async fn load_hits(store: &Store, rows: u64, run_bytes: u64) -> LoadReport {
-    ravel_testkit::set_layout(store, "hits", &Layout::hits()).await;
+    ravel_testkit::set_layout(store, "hits", &ravel_hits::layout()).await;
     let (_, batches) = generate(GenOptions {
         rows,
         seed: 17,

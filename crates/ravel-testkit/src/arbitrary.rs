@@ -232,7 +232,7 @@ pub fn build(c: &Case) -> (Layout, RecordBatch) {
     let names: Vec<String> = c.keys.iter().map(|k| format!("c{k}")).collect();
     let l = Layout {
         stream: c.stream.map(|s| format!("c{s}")),
-        time: "time".into(),
+        time: Some("time".into()),
         clustering_key: c.clustered.then(|| ClusteringKey {
             columns: names,
             bucket_width: BucketWidth::from_seconds(c.bucket).unwrap(),

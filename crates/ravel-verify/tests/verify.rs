@@ -9,7 +9,6 @@ use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::properties::WriterProperties;
 use ravel_hits::{GenOptions, generate};
-use ravel_layout::Layout;
 use ravel_loader::{LoadOptions, Loader};
 use ravel_store::Store;
 use ravel_verify::{VerifyOptions, verify};
@@ -25,7 +24,7 @@ async fn table(dir: &FsPath) -> (Store, Vec<PathBuf>) {
 
 /// Loads 60k hits rows with the hits layout into `store`; returns the objects' keys.
 async fn load(store: &Store) -> Vec<String> {
-    ravel_testkit::set_layout(store, "hits", &Layout::hits()).await;
+    ravel_testkit::set_layout(store, "hits", &ravel_hits::layout()).await;
     let (_, batches) = generate(GenOptions {
         rows: 60_000,
         seed: 21,
