@@ -1,11 +1,14 @@
 //! Retries at the object-store level, in the style of object_store's wrapper stores (one
 //! trait, behaviour by composition).
 //!
-//! object_store's HTTP clients already retry a request that fails in transport or with a 5xx
-//! (with backoff, within a time budget). What reaches the trait as `Error::Generic` is what
-//! those retries left, plus what no HTTP retry sees: a response body cut short mid-stream.
-//! [`RetryStore`] retries exactly that class again, a few times, for the requests this project
-//! makes, which are all safe to repeat:
+//! object_store's HTTP clients already retry a request that fails in transport (refused or
+//! timed-out connections) or with a 5xx, with backoff, within a time budget. Over such a client
+//! ([`RetryStore::with_client_retries`]) a request's own error is final: repeating it would
+//! only multiply the client's time to fail on a dead endpoint. [`RetryStore`] retries what no
+//! HTTP retry sees, once an answer has begun: a body that ends short of its announced range or
+//! breaks after the headers, a listing that breaks after its first entries. Over any other
+//! store (a local directory, a test's fault injector) it retries every transient
+//! (`Error::Generic`) failure. The requests this project makes are all safe to repeat:
 //!
 //! - puts are create-if-absent under content-addressed names, or compare-and-swap by ETag: a
 //!   repeat whose first attempt landed answers `AlreadyExists` / `Precondition`, which the
@@ -53,6 +56,10 @@ impl Default for RetryPolicy {
     }
 }
 
+/// The store name of the errors [`RetryStore`] makes of a body or listing broken after its
+/// answer began.
+const BROKEN_ANSWER: &str = "RetryStore";
+
 /// Whether an error is a fault worth repeating the request for.
 pub fn is_transient(e: &object_store::Error) -> bool {
     matches!(
@@ -76,6 +83,9 @@ struct Limits {
     budget: Option<Duration>,
     /// The server, named in the error of a request that is given up.
     endpoint: Option<Arc<str>>,
+    /// The store name (`Error::Generic`'s `store`) of an HTTP client that retries its own
+    /// requests: its errors are final.
+    client: Option<&'static str>,
 }
 
 /// A request given up after its retries: which server, how many attempts, how long.
@@ -101,6 +111,7 @@ impl<T: ObjectStore> RetryStore<T> {
                 policy,
                 budget: None,
                 endpoint: None,
+                client: None,
             },
         }
     }
@@ -115,6 +126,14 @@ impl<T: ObjectStore> RetryStore<T> {
     /// Names the server in the error of a request that is given up ([`GaveUp`]).
     pub fn with_endpoint(mut self, endpoint: impl Into<String>) -> Self {
         self.limits.endpoint = Some(endpoint.into().into());
+        self
+    }
+
+    /// Declares that `inner` is an HTTP client that retries its own requests, whose errors
+    /// name the store `store_name` (object_store's S3 client: `"S3"`): those errors pass through
+    /// at once, and only bodies and listings broken after their answer began are retried.
+    pub fn with_client_retries(mut self, store_name: &'static str) -> Self {
+        self.limits.client = Some(store_name);
         self
     }
 
@@ -140,7 +159,7 @@ where
         match op().await {
             Err(e) if is_transient(&e) => {
                 let in_budget = limits.budget.is_none_or(|b| started.elapsed() < b);
-                if attempt >= policy.attempts || !in_budget {
+                if attempt >= policy.attempts || !in_budget || limits.retried_by_client(&e) {
                     return Err(limits.gave_up(what, location, attempt, started, e));
                 }
                 tracing::warn!(%location, attempt, error = %e, "{what} failed; retrying");
@@ -154,6 +173,11 @@ where
 }
 
 impl Limits {
+    /// True for an error of the HTTP client's own request, which its retries have had.
+    fn retried_by_client(&self, e: &object_store::Error) -> bool {
+        matches!(e, object_store::Error::Generic { store, .. } if Some(*store) == self.client)
+    }
+
     /// The error of a request given up: `e` itself, or (with an endpoint to name) `e` under a
     /// [`GaveUp`] that says which server failed, how often and for how long.
     fn gave_up(
@@ -202,7 +226,10 @@ async fn read_whole(location: &Path, result: GetResult) -> Result<GetResult> {
         // A local file is read by whoever takes it, with the file's own checks.
         #[allow(unreachable_patterns)]
         GetResultPayload::Stream(stream) => {
-            let chunks: Vec<bytes::Bytes> = stream.try_collect().await?;
+            let chunks: Vec<bytes::Bytes> = stream
+                .try_collect()
+                .await
+                .map_err(|e| broken(format!("body of {location} broke after its headers"), e))?;
             let mut body = bytes::BytesMut::with_capacity(chunks.iter().map(|c| c.len()).sum());
             for c in chunks {
                 body.extend_from_slice(&c);
@@ -222,7 +249,7 @@ async fn read_whole(location: &Path, result: GetResult) -> Result<GetResult> {
     let expected = range.end - range.start;
     if bytes.len() as u64 != expected {
         return Err(object_store::Error::Generic {
-            store: "RetryStore",
+            store: BROKEN_ANSWER,
             source: format!(
                 "body of {location} ended after {} of {expected} bytes",
                 bytes.len()
@@ -236,6 +263,32 @@ async fn read_whole(location: &Path, result: GetResult) -> Result<GetResult> {
         range,
         attributes,
     })
+}
+
+/// An answer broken after it began: a fault no HTTP retry saw, so [`RetryStore`] retries it.
+fn broken(what: String, e: object_store::Error) -> object_store::Error {
+    object_store::Error::Generic {
+        store: BROKEN_ANSWER,
+        source: format!("{what}: {e}").into(),
+    }
+}
+
+/// A whole listing. A failure before the first entry is the request's own; a failure after
+/// it is a listing broken midway ([`broken`]).
+async fn list_whole<T: ObjectStore>(inner: &T, prefix: Option<&Path>) -> Result<Vec<ObjectMeta>> {
+    let mut stream = inner.list(prefix);
+    let mut entries = Vec::new();
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(meta) => entries.push(meta),
+            Err(e) if entries.is_empty() => return Err(e),
+            Err(e) => {
+                let what = format!("listing broke after {} entries", entries.len());
+                return Err(broken(what, e));
+            }
+        }
+    }
+    Ok(entries)
 }
 
 #[async_trait]
@@ -285,7 +338,7 @@ impl<T: ObjectStore> ObjectStore for RetryStore<T> {
         let (inner, limits) = (self.inner.clone(), self.limits.clone());
         let listing = async move {
             retry(&limits, "list", &shown, || {
-                inner.list(prefix.as_ref()).try_collect::<Vec<_>>()
+                list_whole(&*inner, prefix.as_ref())
             })
             .await
         };
@@ -310,5 +363,199 @@ impl<T: ObjectStore> ObjectStore for RetryStore<T> {
             self.inner.copy_opts(from, to, options.clone())
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use object_store::memory::InMemory;
+    use object_store::{ObjectStoreExt, PutPayload};
+
+    use super::*;
+
+    /// Counts the gets and listings that reach `inner`; the first `short` gets answer half of
+    /// their body, the first `broken` listings fail after their first entry.
+    #[derive(Debug)]
+    struct Counted<T> {
+        inner: T,
+        gets: AtomicU32,
+        lists: AtomicU32,
+        short: u32,
+        broken: u32,
+    }
+
+    impl<T> Counted<T> {
+        fn new(inner: T) -> Counted<T> {
+            Counted {
+                inner,
+                gets: AtomicU32::new(0),
+                lists: AtomicU32::new(0),
+                short: 0,
+                broken: 0,
+            }
+        }
+    }
+
+    impl<T: ObjectStore> fmt::Display for Counted<T> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "Counted({})", self.inner)
+        }
+    }
+
+    /// A fault of the S3 client's kind, after its answer began.
+    fn reset() -> object_store::Error {
+        object_store::Error::Generic {
+            store: crate::s3::S3_CLIENT,
+            source: "connection reset".into(),
+        }
+    }
+
+    #[async_trait]
+    impl<T: ObjectStore> ObjectStore for Counted<T> {
+        async fn put_opts(&self, l: &Path, p: PutPayload, o: PutOptions) -> Result<PutResult> {
+            self.inner.put_opts(l, p, o).await
+        }
+
+        async fn put_multipart_opts(
+            &self,
+            l: &Path,
+            o: PutMultipartOptions,
+        ) -> Result<Box<dyn MultipartUpload>> {
+            self.inner.put_multipart_opts(l, o).await
+        }
+
+        async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+            let n = self.gets.fetch_add(1, Ordering::SeqCst) + 1;
+            let result = self.inner.get_opts(location, options).await?;
+            if n > self.short {
+                return Ok(result);
+            }
+            let (meta, range, attributes) = (
+                result.meta.clone(),
+                result.range.clone(),
+                result.attributes.clone(),
+            );
+            let body = result.bytes().await?;
+            let half = body.slice(..body.len() / 2);
+            Ok(GetResult {
+                payload: GetResultPayload::Stream(
+                    futures::stream::once(async move { Ok(half) }).boxed(),
+                ),
+                meta,
+                range,
+                attributes,
+            })
+        }
+
+        fn delete_stream(
+            &self,
+            locations: BoxStream<'static, Result<Path>>,
+        ) -> BoxStream<'static, Result<Path>> {
+            self.inner.delete_stream(locations)
+        }
+
+        fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+            let n = self.lists.fetch_add(1, Ordering::SeqCst) + 1;
+            let listing = self.inner.list(prefix);
+            if n <= self.broken {
+                return listing
+                    .take(1)
+                    .chain(futures::stream::once(async { Err(reset()) }))
+                    .boxed();
+            }
+            listing
+        }
+
+        async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+            self.inner.list_with_delimiter(prefix).await
+        }
+
+        async fn copy_opts(&self, from: &Path, to: &Path, o: CopyOptions) -> Result<()> {
+            self.inner.copy_opts(from, to, o).await
+        }
+    }
+
+    fn policy() -> RetryPolicy {
+        RetryPolicy {
+            attempts: 4,
+            first_backoff: Duration::from_millis(1),
+            max_backoff: Duration::from_millis(2),
+        }
+    }
+
+    /// An S3 client whose endpoint refuses connections, with no retries of its own (they are
+    /// its business; this test counts what reaches it from above).
+    fn refused_s3() -> object_store::aws::AmazonS3 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port();
+        object_store::aws::AmazonS3Builder::new()
+            .with_endpoint(format!("http://127.0.0.1:{port}"))
+            .with_bucket_name("b")
+            .with_region("us-east-1")
+            .with_access_key_id("x")
+            .with_secret_access_key("x")
+            .with_allow_http(true)
+            .with_retry(object_store::RetryConfig {
+                max_retries: 0,
+                ..Default::default()
+            })
+            .build()
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_left_to_the_client() {
+        let store = RetryStore::new(Counted::new(refused_s3()), policy())
+            .with_client_retries(crate::s3::S3_CLIENT);
+        let err = store.get(&Path::from("k")).await.unwrap_err();
+        assert!(
+            matches!(&err, object_store::Error::Generic { store, .. } if *store == crate::s3::S3_CLIENT),
+            "{err}"
+        );
+        assert_eq!(store.inner.gets.load(Ordering::SeqCst), 1, "{err}");
+        let listed: Result<Vec<_>> = store.list(None).try_collect().await;
+        assert!(listed.is_err());
+        assert_eq!(store.inner.lists.load(Ordering::SeqCst), 1);
+        // Over a store that does not retry for itself, the same error is retried.
+        let store = RetryStore::new(Counted::new(refused_s3()), policy());
+        store.get(&Path::from("k")).await.unwrap_err();
+        assert_eq!(store.inner.gets.load(Ordering::SeqCst), 4);
+    }
+
+    #[tokio::test]
+    async fn short_bodies_and_broken_listings_are_retried_over_the_client() {
+        let memory = InMemory::new();
+        for k in ["t/a", "t/b", "t/c"] {
+            memory
+                .put(&Path::from(k), PutPayload::from("0123456789"))
+                .await
+                .unwrap();
+        }
+        let counted = Counted {
+            short: 2,
+            broken: 2,
+            ..Counted::new(memory)
+        };
+        let store = RetryStore::new(counted, policy()).with_client_retries(crate::s3::S3_CLIENT);
+        let body = store
+            .get(&Path::from("t/b"))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        assert_eq!(&body[..], b"0123456789");
+        assert_eq!(store.inner.gets.load(Ordering::SeqCst), 3);
+        let listed: Vec<ObjectMeta> = store
+            .list(Some(&Path::from("t")))
+            .try_collect()
+            .await
+            .unwrap();
+        assert_eq!(listed.len(), 3);
+        assert_eq!(store.inner.lists.load(Ordering::SeqCst), 3);
     }
 }

@@ -3,8 +3,10 @@
 //! The HTTP client's defaults are bounded so that a server that refuses, or accepts and never
 //! answers, fails a command within about half a minute instead of minutes: connections time
 //! out after [`CONNECT_TIMEOUT`], requests after [`REQUEST_TIMEOUT`], the client retries a
-//! request [`CLIENT_RETRIES`] times within [`RETRY_BUDGET`], and [`RetryStore`] starts no
-//! attempt of its own after [`RETRY_BUDGET`] either. `AWS_CONNECT_TIMEOUT` and `AWS_TIMEOUT`
+//! request [`CLIENT_RETRIES`] times within [`RETRY_BUDGET`], and [`RetryStore`] leaves the
+//! client's errors to it: it retries only bodies and listings broken after their answer began,
+//! and starts no such attempt after [`RETRY_BUDGET`] either. A dead endpoint fails in the
+//! client's own time. `AWS_CONNECT_TIMEOUT` and `AWS_TIMEOUT`
 //! (durations such as `60s`) still override the two timeouts, e.g. for a slow uplink.
 
 use std::time::Duration;
@@ -25,8 +27,11 @@ pub const CLIENT_RETRIES: usize = 3;
 /// first attempt.
 pub const RETRY_BUDGET: Duration = Duration::from_secs(20);
 
-/// The S3 client of `bucket` with its settings from the environment, wrapped in retries that
-/// name the endpoint when they give up.
+/// The store name object_store's S3 client gives its errors (`Error::Generic`'s `store`).
+pub(crate) const S3_CLIENT: &str = "S3";
+
+/// The S3 client of `bucket` with its settings from the environment, wrapped in retries of
+/// broken answers that name the endpoint when they give up.
 pub(crate) fn open(url: &str, bucket: &str) -> Result<RetryStore<AmazonS3>, StoreError> {
     let builder = from_env(
         AmazonS3Builder::new()
@@ -49,6 +54,7 @@ pub(crate) fn open(url: &str, bucket: &str) -> Result<RetryStore<AmazonS3>, Stor
             source,
         })?;
     Ok(RetryStore::new(s3, RetryPolicy::default())
+        .with_client_retries(S3_CLIENT)
         .with_budget(RETRY_BUDGET)
         .with_endpoint(endpoint))
 }
