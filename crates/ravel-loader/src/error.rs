@@ -104,7 +104,7 @@ pub enum LoadError {
 pub enum ArrowStage {
     /// Giving an input batch the table's schema.
     ReadingInput,
-    /// Taking a run's columns in that order.
+    /// Taking a run's columns in its clustering order.
     Gathering,
     /// Encoding an object (the dictionary trials that choose its settings).
     Encoding,

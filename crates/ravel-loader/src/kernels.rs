@@ -6,7 +6,7 @@ use arrow::datatypes::SchemaRef;
 use ravel_layout::Layout;
 
 use crate::LoadError;
-use crate::object::{Run, cut_run, writer_properties};
+use crate::object::{CutSettings, Run, cut_run, writer_properties};
 
 /// The rows of `batches` in `order` (`(batch, row)` pairs, as
 /// [`ravel_layout::ClusteringOrder::merge_order`] returns them), gathered as a sorted run is:
@@ -30,20 +30,18 @@ pub fn encode_objects(
 ) -> Result<Vec<usize>, LoadError> {
     let run = Run::new(batch.schema(), vec![batch]);
     let (props, bytes_per_row) = writer_properties(layout, &run, zstd_level, object_bytes)?;
-    let mut sizes = Vec::new();
-    cut_run(
-        &run,
-        None,
-        &[],
-        &[],
-        &props,
+    let settings = CutSettings {
+        order: None,
+        range_columns: &[],
+        bloom_columns: &[],
+        props: &props,
         object_bytes,
-        None,
         bytes_per_row,
-        |o| {
-            sizes.push(o.bytes.len());
-            Ok(())
-        },
-    )?;
+    };
+    let mut sizes = Vec::new();
+    cut_run(&run, &settings, None, |o| {
+        sizes.push(o.bytes.len());
+        Ok(())
+    })?;
     Ok(sizes)
 }

@@ -3,19 +3,30 @@
 //! target size, stored under content-addressed names, and published by one manifest written
 //! last.
 
+mod budget;
+mod commit;
+mod encode;
 mod error;
 mod gather;
 pub mod kernels;
 mod loader;
 mod object;
 mod options;
+mod sidecar;
 mod source;
 pub mod tsv;
+mod upload;
 
+pub use budget::Budget;
+pub use commit::{Committed, Committer, Published, published_as};
+pub use encode::{EncodeSettings, EncodedRun, RunEncoder, SortedRun};
 pub use error::{ArrowStage, LoadError};
 pub use loader::{LoadReport, Loader, StageTimes};
+pub use object::{EncodedObject, Run};
 pub use options::{InvalidOptions, LoadOptions, SORT_SCRATCH_PER_ROW, ZSTD_LEVELS};
 pub use ravel_manifest::{MANIFEST_FORMAT, Manifest, ObjectEntry};
+pub use sidecar::BloomSidecar;
 pub use source::{
     BadRows, InputFormat, READ_BATCH_ROWS, TsvOptions, expand_inputs, load_files, load_files_with,
 };
+pub use upload::{Put, StoredObject, UploadedRun, Uploader};

@@ -1,29 +1,28 @@
-//! The loader: push batches, finish → report.
+//! The loader: push batches, finish → report. A thin composition of the load's parts: the
+//! budget ([`Budget`]), the run encoder ([`RunEncoder`]), the uploader ([`Uploader`]), the
+//! Bloom sidecar ([`BloomSidecar`]) and the committer ([`Committer`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
-use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
-use ravel_layout::{ClusteringOrder, Layout, LayoutStore};
+use object_store::ObjectStore;
+use ravel_layout::{Layout, LayoutStore};
 use ravel_store::{Store, TablePaths};
 use serde::Serialize;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio::task::JoinSet;
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::mpsc::Sender;
+use tokio::task::JoinHandle;
 
-use crate::gather::gather_consuming;
-use crate::object::{Encoded, Run, cut_run, writer_properties};
+use crate::budget::{Budget, units};
+use crate::commit::{Committed, Committer};
+use crate::encode::{EncodeSettings, EncodedRun, RunEncoder};
+use crate::object::EncodedObject;
+use crate::sidecar::BloomSidecar;
+use crate::upload::{UploadedRun, Uploader};
 use crate::{ArrowStage, LoadError, LoadOptions};
-use ravel_manifest::{BloomIndex, MANIFEST_FORMAT, Manifest, ObjectEntry, Section};
-
-/// The budget counts in KiB so that tokio's u32 permit counts cover budgets up to 4 TiB.
-const UNIT: u64 = 1024;
-
-fn units(bytes: u64) -> u32 {
-    bytes.div_ceil(UNIT).min(u32::MAX as u64) as u32
-}
+use ravel_manifest::{MANIFEST_FORMAT, Manifest, ObjectEntry};
 
 /// Seconds spent per stage.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -36,11 +35,20 @@ pub struct StageTimes {
     pub gather_s: f64,
     /// Includes `blooms_s`.
     pub encode_s: f64,
-    /// Copying each object's Bloom filters out of the encoded object into the sidecar (part
-    /// of `encode_s`).
+    /// Collecting each object's Bloom filters for the sidecar (part of `encode_s`).
     pub blooms_s: f64,
     pub upload_s: f64,
     pub commit_s: f64,
+}
+
+impl StageTimes {
+    /// Adds what encoding a run took.
+    fn add_run(&mut self, run: &EncodedRun) {
+        self.sort_s += run.sort_s;
+        self.gather_s += run.gather_s;
+        self.encode_s += run.encode_s;
+        self.blooms_s += run.blooms_s;
+    }
 }
 
 /// What a load did.
@@ -72,22 +80,21 @@ pub struct Loader {
     opts: LoadOptions,
     schema: Option<SchemaRef>,
     recorded_schema: Option<arrow::datatypes::Schema>,
-    order: Option<ClusteringOrder>,
-    budget: Arc<Semaphore>,
+    /// Set with the schema, by the first batch.
+    encoder: Option<Arc<RunEncoder>>,
+    budget: Budget,
+    uploader: Uploader,
+    committer: Committer,
     buffer: Vec<(RecordBatch, OwnedSemaphorePermit)>,
     buffered_bytes: u64,
     oldest: Option<Instant>,
     objects: Vec<ObjectEntry>,
-    /// Per object (parallel to `objects`), its filter of each Bloom column.
-    blooms: Vec<Vec<Vec<u8>>>,
-    /// The Bloom-scope columns that get a per-object filter in the sidecar (string and
-    /// binary columns only), fixed by the first run.
-    bloom_columns: Vec<String>,
+    /// The stored objects' Bloom filters (parallel to `objects`), per column.
+    sidecar: BloomSidecar,
     runs: u64,
     rows: u64,
     stages: StageTimes,
-    peak_budget_bytes: u64,
-    /// Stored / estimated object size, learned across runs (see `cut_run`).
+    /// Stored / estimated object size, learned across runs (see [`RunEncoder::encode`]).
     calibration: Option<f64>,
     /// Objects that were stored already when this load wrote them (a rerun of a load that was
     /// killed or failed finds its objects there).
@@ -110,8 +117,15 @@ struct InputPosition {
     rows: u64,
 }
 
+/// A buffer taken as a run: its batches and their charge to the budget.
+struct Buffered {
+    batches: Vec<RecordBatch>,
+    permit: Option<OwnedSemaphorePermit>,
+}
+
 impl Loader {
-    /// A loader for `table`; reads the table's layout (which the load never changes).
+    /// A loader for `table`; reads the table's layout (which the load never changes). Options
+    /// a load cannot run with are refused ([`LoadOptions::validate`]).
     pub async fn new(store: &Store, table: &str, opts: LoadOptions) -> Result<Loader, LoadError> {
         opts.validate()?;
         let layout_store = LayoutStore::new(store, table)?;
@@ -130,27 +144,34 @@ impl Loader {
         let layout = layout_store.load().await?;
         layout.validate()?;
         let recorded_schema = layout_store.schema().await?;
-        let budget_units = units(opts.load_budget).max(1) as usize;
+        let table = layout_store.table().clone();
+        let object_store = store.object_store().clone();
+        let budget = Budget::new(opts.load_budget);
         Ok(Loader {
-            store: store.object_store().clone(),
-            table: layout_store.table().clone(),
+            uploader: Uploader::new(
+                object_store.clone(),
+                table.data_dir(),
+                opts.pipeline_depth,
+                budget.clone(),
+            ),
+            committer: Committer::new(object_store.clone(), table.clone()),
+            store: object_store,
+            table,
             layout_store,
             layout,
             opts,
             schema: None,
             recorded_schema,
-            order: None,
-            budget: Arc::new(Semaphore::new(budget_units)),
+            encoder: None,
+            budget,
             buffer: Vec::new(),
             buffered_bytes: 0,
             oldest: None,
             objects: Vec::new(),
-            blooms: Vec::new(),
-            bloom_columns: Vec::new(),
+            sidecar: BloomSidecar::default(),
             runs: 0,
             rows: 0,
             stages: StageTimes::default(),
-            peak_budget_bytes: 0,
             calibration: None,
             reused: 0,
             poisoned: false,
@@ -201,7 +222,16 @@ impl Loader {
         };
         check_same(&schema, &batch.schema(), input)?;
         self.layout.validate_for(&schema)?;
-        self.order = ClusteringOrder::try_new(&self.layout, &schema)?;
+        let encoder = RunEncoder::new(
+            EncodeSettings {
+                layout: self.layout.clone(),
+                zstd_level: self.opts.zstd_level,
+                object_bytes: self.opts.object_bytes,
+            },
+            schema.clone(),
+        )?;
+        self.sidecar = BloomSidecar::new(encoder.bloom_column_names());
+        self.encoder = Some(Arc::new(encoder));
         self.schema = Some(schema.clone());
         Ok(schema)
     }
@@ -262,20 +292,15 @@ impl Loader {
         }
         // When the batch does not fit, the buffer may be what fills the budget (a trigger set
         // above it): waiting would never end, so the buffer becomes a run first.
-        let permit = match self.budget.clone().try_acquire_many_owned(units(cost)) {
-            Ok(p) => p,
-            Err(_) => {
+        let permit = match self.budget.try_acquire_units(units(cost)) {
+            Some(p) => p,
+            None => {
                 if !self.buffer.is_empty() {
                     self.flush().await?;
                 }
-                self.budget
-                    .clone()
-                    .acquire_many_owned(units(cost))
-                    .await
-                    .expect("the budget is never closed")
+                self.budget.acquire_units(units(cost)).await
             }
         };
-        self.peak_budget_bytes = self.peak_budget_bytes.max(self.budget_in_use());
         self.rows += batch.num_rows() as u64;
         self.buffered_bytes += cost;
         self.oldest.get_or_insert_with(Instant::now);
@@ -318,195 +343,105 @@ impl Loader {
 
     /// Bytes of the budget in use now.
     pub fn budget_in_use(&self) -> u64 {
-        let total = units(self.opts.load_budget).max(1) as u64;
-        (total - self.budget.available_permits() as u64) * UNIT
+        self.budget.in_use()
     }
 
-    /// Sorts the buffer as one run, cuts it into objects and stores them.
+    /// Sorts the buffer as one run, cuts it into objects and stores them: the run encoder on a
+    /// blocking thread hands each object, as soon as it is encoded, to the uploader.
     async fn flush(&mut self) -> Result<(), LoadError> {
         if self.buffer.is_empty() {
             return Ok(());
         }
         self.take_lease().await?;
-        let schema = self
-            .schema
-            .clone()
-            .expect("a buffered batch set the schema");
-        let (batches, permits): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut self.buffer).into_iter().unzip();
-        // The run's charge stays until its last object is encoded (its batches are the rows);
-        // encoded objects are charged on their own, out of what the run leaves of the budget.
-        let run_permit = permits.into_iter().reduce(|mut a, b| {
-            a.merge(b);
-            a
-        });
-        let total_units = units(self.opts.load_budget).max(1) as usize;
-        let object_cap = total_units - run_permit.as_ref().map_or(0, |p| p.num_permits());
-        self.buffered_bytes = 0;
-        self.oldest = None;
+        let buffered = self.take_buffer();
+        // Encoded objects are charged on their own, out of what the run leaves of the budget.
+        let run_charge = buffered.permit.as_ref().map_or(0, |p| p.num_permits());
+        let object_cap = self.budget.total_units() - run_charge;
         let run_no = self.runs;
         self.runs += 1;
-
-        let order = self.order.clone();
-        let layout = self.layout.clone();
-        let zstd_level = self.opts.zstd_level;
-        let object_bytes = self.opts.object_bytes;
-        let depth = self.opts.pipeline_depth.max(1);
-        // One object handed over at a time: at most `depth` uploads, one object waiting and one
-        // being encoded.
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Encoded>(1);
-        // Sort and encode on a blocking thread (rayon inside); objects stream to the uploads.
-        let calibration = self.calibration;
-        // The manifest carries each object's range of the layout's columns.
-        let range_columns: Vec<usize> = self
-            .layout
-            .sort_columns()
-            .iter()
-            .filter_map(|(_, name)| schema.index_of(name).ok())
-            .collect();
-        // And, in a sidecar, a Bloom filter of each Bloom-scope string column.
-        let bloom_columns: Vec<usize> = self
-            .layout
-            .bloom
-            .scope
-            .columns(&schema)
-            .into_iter()
-            .filter_map(|name| schema.index_of(name).ok())
-            .filter(|&c| ravel_bloom::supported(schema.field(c).data_type()))
-            .collect();
-        self.bloom_columns = bloom_columns
-            .iter()
-            .map(|&c| schema.field(c).name().clone())
-            .collect();
-        let worker = tokio::task::spawn_blocking(
-            move || -> Result<(f64, f64, f64, f64, Option<f64>), LoadError> {
-                let t = Instant::now();
-                let (batches, sort_s) = match &order {
-                    Some(o) => {
-                        let sorted = o.merge_order(&batches)?;
-                        let sort_s = t.elapsed().as_secs_f64();
-                        (gather_consuming(&schema, batches, &sorted)?, sort_s)
-                    }
-                    None => (batches, t.elapsed().as_secs_f64()),
-                };
-                let run = Run::new(schema, batches);
-                let gather_s = t.elapsed().as_secs_f64() - sort_s;
-                // Encoding starts with the dictionary trials that choose the writer settings.
-                let t = Instant::now();
-                let (props, bytes_per_row) =
-                    writer_properties(&layout, &run, zstd_level, object_bytes)?;
-                let (calibration, blooms_s) = cut_run(
-                    &run,
-                    order.as_ref(),
-                    &range_columns,
-                    &bloom_columns,
-                    &props,
-                    object_bytes,
-                    calibration,
-                    bytes_per_row,
-                    |obj| {
-                        tx.blocking_send(obj).map_err(|_| LoadError::Internal {
-                            task: "upload pipeline".into(),
-                            message: "closed after a failed upload".into(),
-                        })
-                    },
-                )?;
-                // The rows are gone once the last object is encoded: return their budget.
-                drop(run);
-                drop(run_permit);
-                Ok((
-                    sort_s,
-                    gather_s,
-                    t.elapsed().as_secs_f64(),
-                    blooms_s,
-                    calibration,
-                ))
-            },
-        );
-
-        let mut uploads: JoinSet<Uploaded> = JoinSet::new();
-        let mut failure: Option<LoadError> = None;
-        let mut stored: Vec<(usize, ObjectEntry, bool)> = Vec::new();
-        let mut seq = 0usize;
-        let mut run_blooms: Vec<Vec<Vec<u8>>> = Vec::new();
-        while let Some(mut obj) = rx.recv().await {
-            run_blooms.push(std::mem::take(&mut obj.blooms));
-            // Encoded bytes stay charged until their upload completes; waiting here for the
-            // budget holds the encoder back (the channel is full) until uploads finish.
-            let want = (units(obj.bytes.len() as u64) as usize).min(object_cap) as u32;
-            let permit = if want == 0 {
-                None
-            } else {
-                Some(
-                    self.budget
-                        .clone()
-                        .acquire_many_owned(want)
-                        .await
-                        .expect("the budget is never closed"),
-                )
-            };
-            let position = seq;
-            seq += 1;
-            self.peak_budget_bytes = self.peak_budget_bytes.max(self.budget_in_use());
-            // Uploads that already ended are collected now, so a failure stops the run at once.
-            while let Some(done) = uploads.try_join_next() {
-                collect(Some(done), &mut stored, &mut failure, &mut self.stages);
-            }
-            while uploads.len() >= depth && failure.is_none() {
-                collect(
-                    uploads.join_next().await,
-                    &mut stored,
-                    &mut failure,
-                    &mut self.stages,
-                );
-            }
-            if failure.is_some() {
-                break; // stop cutting this run: no more objects to leave behind
-            }
-            let store = self.store.clone();
-            let dir = self.table.data_dir();
-            uploads.spawn(async move {
-                let t = Instant::now();
-                let entry = upload(&store, &dir, obj, run_no).await;
-                drop(permit);
-                entry.map(|(e, reused)| (position, e, t.elapsed().as_secs_f64(), reused))
-            });
-        }
-        drop(rx);
-        while let Some(r) = uploads.join_next().await {
-            collect(Some(r), &mut stored, &mut failure, &mut self.stages);
-        }
-        let worked = worker.await.map_err(|e| LoadError::Internal {
+        // One object handed over at a time: at most `pipeline_depth` uploads, one object
+        // waiting and one being encoded.
+        let (tx, rx) = tokio::sync::mpsc::channel::<EncodedObject>(1);
+        let worker = self.spawn_encoder(buffered, tx);
+        let uploaded = self.uploader.upload_run(rx, run_no, object_cap).await;
+        let encoded = worker.await.map_err(|e| LoadError::Internal {
             task: "sort/encode task".into(),
             message: format!("failed: {e}"),
         })?;
-        // In run order: the objects of a run follow each other in key order.
-        stored.sort_by_key(|(position, _, _)| *position);
-        self.reused += stored.iter().filter(|(_, _, reused)| *reused).count();
-        for (position, e, _) in stored {
-            self.objects.push(e);
-            self.blooms.push(std::mem::take(&mut run_blooms[position]));
+        self.record_run(run_no, uploaded, encoded)
+    }
+
+    /// Empties the buffer into a run.
+    fn take_buffer(&mut self) -> Buffered {
+        let (batches, permits): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.buffer).into_iter().unzip();
+        self.buffered_bytes = 0;
+        self.oldest = None;
+        Buffered {
+            batches,
+            permit: permits.into_iter().reduce(|mut a, b| {
+                a.merge(b);
+                a
+            }),
         }
-        match (worked, failure) {
-            // An upload's failure is the cause; the worker then only saw the pipeline close.
-            (_, Some(e)) | (Err(e), None) => Err(e),
-            (Ok((sort_s, gather_s, encode_s, blooms_s, calibration)), None) => {
-                tracing::info!(
-                    run = run_no,
-                    objects = seq,
-                    sort_s,
-                    gather_s,
-                    encode_s,
-                    "run stored"
-                );
-                self.calibration = calibration;
-                self.stages.sort_s += sort_s;
-                self.stages.gather_s += gather_s;
-                self.stages.encode_s += encode_s;
-                self.stages.blooms_s += blooms_s;
-                Ok(())
-            }
+    }
+
+    /// Sorts and encodes `buffered` on a blocking thread (rayon inside), sending each object
+    /// to `tx`. The run's charge stays until its last object is encoded (its batches are the
+    /// rows).
+    fn spawn_encoder(
+        &self,
+        buffered: Buffered,
+        tx: Sender<EncodedObject>,
+    ) -> JoinHandle<Result<EncodedRun, LoadError>> {
+        let encoder = self
+            .encoder
+            .clone()
+            .expect("a buffered batch set the schema");
+        let calibration = self.calibration;
+        tokio::task::spawn_blocking(move || {
+            let encoded = encoder.encode_batches(buffered.batches, calibration, |obj| {
+                tx.blocking_send(obj).map_err(|_| LoadError::Internal {
+                    task: "upload pipeline".into(),
+                    message: "closed after a failed upload".into(),
+                })
+            });
+            // The rows are gone once the last object is encoded: return their budget.
+            drop(buffered.permit);
+            encoded
+        })
+    }
+
+    /// Records a run's stored objects (in run order) and its times; its error if an upload
+    /// or the encoder failed.
+    fn record_run(
+        &mut self,
+        run_no: u64,
+        uploaded: UploadedRun,
+        encoded: Result<EncodedRun, LoadError>,
+    ) -> Result<(), LoadError> {
+        self.stages.upload_s += uploaded.upload_s();
+        for stored in uploaded.stored {
+            self.reused += usize::from(stored.reused);
+            self.objects.push(stored.entry);
+            self.sidecar.push(stored.blooms);
         }
+        let run = match (encoded, uploaded.failure) {
+            // An upload's failure is the cause; the encoder then only saw the pipeline close.
+            (_, Some(e)) | (Err(e), None) => return Err(e),
+            (Ok(run), None) => run,
+        };
+        tracing::info!(
+            run = run_no,
+            objects = run.objects,
+            sort_s = run.sort_s,
+            gather_s = run.gather_s,
+            encode_s = run.encode_s,
+            "run stored"
+        );
+        self.calibration = run.calibration;
+        self.stages.add_run(&run);
+        Ok(())
     }
 
     /// Flushes what is buffered, waits for every upload, checks that every object is stored,
@@ -567,29 +502,22 @@ impl Loader {
         let t = Instant::now();
         let mut manifest = self.manifest().await?;
         // Content-addressed like the objects: a rerun stores the same sidecar again.
-        manifest.blooms = self.store_blooms().await?;
-        // Never publish an object that is not there (`gc` of an older build, a hand, a bucket
-        // rule may have deleted it since its upload).
-        self.check_stored(&manifest).await?;
-        // A rerun of a load that was published and then killed (or whose manifest write failed
-        // after landing, or whose objects were deleted and stored again just now) finds the
-        // earlier publication: publishing again would double its rows. An object listed by a
-        // manifest of other objects is refused for the same reason.
-        match self.find_published(&manifest).await? {
-            Published::Nothing => {}
-            Published::Same(published) => {
-                tracing::info!(load_id = %published, "an identical load is published already; nothing to publish");
-                self.stages.commit_s += t.elapsed().as_secs_f64();
-                return Ok(self.report(published, true));
+        manifest.blooms = self
+            .sidecar
+            .store(&self.uploader, self.layout.bloom.fpp)
+            .await?;
+        let committed = self.committer.commit(&manifest).await?;
+        self.stages.commit_s += t.elapsed().as_secs_f64();
+        match committed {
+            Committed::AlreadyPublished { load_id } => {
+                tracing::info!(load_id = %load_id, "an identical load is published already; nothing to publish");
+                Ok(self.report(load_id, true))
             }
-            Published::Overlapping { manifest, object } => {
-                return Err(LoadError::PublishedElsewhere { manifest, object });
+            Committed::Published { path } => {
+                tracing::info!(manifest = %path, objects = self.objects.len(), reused = self.reused, rows = self.rows, "load committed");
+                Ok(self.report(manifest.load_id, false))
             }
         }
-        let path = self.put_manifest(&manifest).await?;
-        self.stages.commit_s += t.elapsed().as_secs_f64();
-        tracing::info!(manifest = %path, objects = self.objects.len(), reused = self.reused, rows = self.rows, "load committed");
-        Ok(self.report(manifest.load_id, false))
     }
 
     /// The manifest of this load, without its Bloom sidecar; records the table's schema first
@@ -627,102 +555,6 @@ impl Loader {
         })
     }
 
-    /// Asks the store for every object and the sidecar `manifest` lists (a few at a time): each
-    /// must be there with its recorded size. The loader no longer holds the bytes of an
-    /// uploaded object, so a missing one fails the load; its rerun stores it again.
-    async fn check_stored(&self, manifest: &Manifest) -> Result<(), LoadError> {
-        use futures::{StreamExt, TryStreamExt};
-        let listed = manifest
-            .objects
-            .iter()
-            .map(|o| (o.key.clone(), o.bytes))
-            .chain(manifest.blooms.iter().map(|b| (b.key.clone(), b.bytes)));
-        futures::stream::iter(listed)
-            .map(|(key, bytes)| async move {
-                let not_stored = |problem: String| LoadError::NotStored {
-                    key: key.clone(),
-                    problem,
-                };
-                match self.store.head(&Path::from(key.as_str())).await {
-                    Ok(meta) if meta.size == bytes => Ok(()),
-                    Ok(meta) => Err(not_stored(format!(
-                        "has {} bytes where this load stored {bytes}",
-                        meta.size
-                    ))),
-                    Err(object_store::Error::NotFound { .. }) => {
-                        Err(not_stored("is missing".into()))
-                    }
-                    Err(source) => Err(LoadError::Store {
-                        key: key.clone(),
-                        source,
-                    }),
-                }
-            })
-            .buffer_unordered(CHECK_CONCURRENCY)
-            .try_collect::<()>()
-            .await
-    }
-
-    /// Writes `manifest` create-if-absent under its load id: the commit. Returns its path.
-    async fn put_manifest(&self, manifest: &Manifest) -> Result<Path, LoadError> {
-        let path = self
-            .table
-            .manifests_dir()
-            .join(format!("{}.json", manifest.load_id));
-        let json = serde_json::to_vec_pretty(manifest).expect("a manifest serializes");
-        // A retried request whose first attempt was stored (the response was lost) finds its
-        // own manifest: that is success. Anything else under this name is not ours.
-        ravel_store::create_or_confirm(self.store.as_ref(), &path, json.into())
-            .await
-            .map_err(|e| match e {
-                ravel_store::CreateError::Write { key, source } => LoadError::Store { key, source },
-                ravel_store::CreateError::Unknown { key, write, read } => {
-                    LoadError::CommitUnknown { key, write, read }
-                }
-            })?;
-        Ok(path)
-    }
-
-    /// Stores the per-object Bloom filters as one sidecar beside the objects (content-addressed
-    /// like them, so `gc` collects it when no manifest lists it).
-    async fn store_blooms(&mut self) -> Result<Option<BloomIndex>, LoadError> {
-        if self.bloom_columns.is_empty() {
-            return Ok(None);
-        }
-        let columns: Vec<(String, Vec<Vec<u8>>)> = self
-            .bloom_columns
-            .iter()
-            .enumerate()
-            .map(|(c, name)| {
-                let filters = self
-                    .blooms
-                    .iter_mut()
-                    .map(|per_object| std::mem::take(&mut per_object[c]))
-                    .collect();
-                (name.clone(), filters)
-            })
-            .collect();
-        let (bytes, sections) = ravel_bloom::encode_sidecar(&columns);
-        let size = bytes.len() as u64;
-        let (path, _) = put_content_addressed(
-            &self.store,
-            &self.table.data_dir(),
-            "blooms",
-            bytes::Bytes::from(bytes),
-        )
-        .await?;
-        Ok(Some(BloomIndex {
-            key: path.to_string(),
-            bytes: size,
-            format: ravel_bloom::FORMAT,
-            fpp: self.layout.bloom.fpp,
-            columns: sections
-                .into_iter()
-                .map(|(name, offset, len)| (name, Section { offset, len }))
-                .collect(),
-        }))
-    }
-
     fn report(&self, load_id: String, already_published: bool) -> LoadReport {
         LoadReport {
             table: self.table.name().to_string(),
@@ -736,146 +568,10 @@ impl Loader {
             stored_bytes: self.objects.iter().map(|o| o.bytes).sum(),
             objects: self.objects.clone(),
             stages: self.stages.clone(),
-            peak_budget_bytes: self.peak_budget_bytes,
+            peak_budget_bytes: self.budget.peak(),
             wall_s: self.started.elapsed().as_secs_f64(),
         }
     }
-
-    /// How the table's published manifests stand to `manifest` (see [`published_as`]).
-    async fn find_published(&self, manifest: &Manifest) -> Result<Published, LoadError> {
-        let published = ravel_manifest::read_manifests(self.store.as_ref(), &self.table)
-            .await
-            .map_err(|e| LoadError::Internal {
-                task: "reading the table's manifests".into(),
-                message: e.to_string(),
-            })?;
-        Ok(published_as(&published, manifest))
-    }
-}
-
-/// Objects checked for existence at once before the commit.
-const CHECK_CONCURRENCY: usize = 16;
-
-/// How a load about to commit stands to the manifests published already.
-#[derive(Debug, PartialEq)]
-enum Published {
-    /// No published manifest lists any of its objects.
-    Nothing,
-    /// This load id lists the same objects under the same layout generation: the load is
-    /// published already.
-    Same(String),
-    /// This manifest lists `object` among others: publishing would list it twice.
-    Overlapping { manifest: String, object: String },
-}
-
-/// Compares `ours` with `published` (key, manifest): the same set of object keys under the
-/// same layout generation is the same load, whatever the order or which objects were stored
-/// again since; any shared object otherwise is an overlap. An object key (a content hash) may
-/// be listed by one manifest of a table only, so that no row counts twice. A later version log
-/// passes the manifests of the current version here.
-fn published_as(published: &[(String, Manifest)], ours: &Manifest) -> Published {
-    use std::collections::HashSet;
-    let keys: HashSet<&str> = ours.objects.iter().map(|o| o.key.as_str()).collect();
-    let mut overlap = None;
-    for (path, m) in published {
-        let theirs: HashSet<&str> = m.objects.iter().map(|o| o.key.as_str()).collect();
-        if m.layout_generation == ours.layout_generation && theirs == keys {
-            return Published::Same(m.load_id.clone());
-        }
-        if overlap.is_none()
-            && let Some(object) = m.objects.iter().find(|o| keys.contains(o.key.as_str()))
-        {
-            overlap = Some(Published::Overlapping {
-                manifest: path.clone(),
-                object: object.key.clone(),
-            });
-        }
-    }
-    overlap.unwrap_or(Published::Nothing)
-}
-
-/// An upload's outcome: the object's position in its run, its entry, seconds spent, and
-/// whether the object was stored already.
-type Uploaded = Result<(usize, ObjectEntry, f64, bool), LoadError>;
-
-fn collect(
-    joined: Option<Result<Uploaded, tokio::task::JoinError>>,
-    stored: &mut Vec<(usize, ObjectEntry, bool)>,
-    failure: &mut Option<LoadError>,
-    stages: &mut StageTimes,
-) {
-    match joined {
-        Some(Ok(Ok((position, entry, secs, reused)))) => {
-            stages.upload_s += secs;
-            stored.push((position, entry, reused));
-        }
-        Some(Ok(Err(e))) => {
-            failure.get_or_insert(e);
-        }
-        Some(Err(join)) => panic!("an upload task panicked: {join}"),
-        None => {}
-    }
-}
-
-/// Stores `bytes` as `<dir>/<blake3 hash>.<extension>`, create-if-absent: a repeated upload is
-/// harmless. Returns the path and whether the object was there already.
-async fn put_content_addressed(
-    store: &Arc<dyn ObjectStore>,
-    dir: &Path,
-    extension: &str,
-    bytes: bytes::Bytes,
-) -> Result<(Path, bool), LoadError> {
-    let hash = blake3::hash(&bytes);
-    let path = dir.clone().join(format!("{}.{extension}", hash.to_hex()));
-    let payload = PutPayload::from(bytes);
-    let mut reused = false;
-    let stored = match store
-        .put_opts(&path, payload.clone(), PutOptions::from(PutMode::Create))
-        .await
-    {
-        // The object is there already (left by a load that failed or was killed, or stored by
-        // this put's first attempt): the same bytes under the same name. Writing it again
-        // restarts its age, so that `gc`, which deletes only old unreferenced objects, leaves
-        // it to the manifest this load is about to write.
-        Err(object_store::Error::AlreadyExists { .. }) => {
-            tracing::debug!(key = %path, "object exists; rewriting it to restart its age");
-            reused = true;
-            store
-                .put_opts(&path, payload, PutOptions::from(PutMode::Overwrite))
-                .await
-        }
-        other => other,
-    };
-    match stored {
-        Ok(_) => Ok((path, reused)),
-        Err(source) => Err(LoadError::Store {
-            key: path.to_string(),
-            source,
-        }),
-    }
-}
-
-/// Stores an object under its content hash (see [`put_content_addressed`]).
-/// Returns the entry and whether the object was there already.
-async fn upload(
-    store: &Arc<dyn ObjectStore>,
-    dir: &Path,
-    obj: Encoded,
-    run: u64,
-) -> Result<(ObjectEntry, bool), LoadError> {
-    let bytes = obj.bytes.len() as u64;
-    tracing::debug!(bytes, rows = obj.rows, "storing object");
-    let (path, reused) = put_content_addressed(store, dir, "parquet", obj.bytes).await?;
-    let entry = ObjectEntry {
-        key: path.to_string(),
-        rows: obj.rows as u64,
-        bytes,
-        run,
-        first_key: obj.first_key,
-        last_key: obj.last_key,
-        ranges: obj.ranges,
-    };
-    Ok((entry, reused))
 }
 
 fn check_same(table: &SchemaRef, batch: &SchemaRef, input: &str) -> Result<(), LoadError> {

@@ -21,15 +21,19 @@ use crate::{ArrowStage, LoadError};
 /// eighth of the object's predicted rows (at least 64), so sizes stay close to the target.
 const CHUNK_ROWS: usize = 32_768;
 
-/// One encoded object, not yet stored.
+/// One encoded object, not yet stored: a Parquet file of one row group and what the manifest
+/// and the Bloom sidecar record of it.
 #[derive(Debug)]
-pub(crate) struct Encoded {
+pub struct EncodedObject {
     pub bytes: bytes::Bytes,
     pub rows: usize,
+    /// The clustering key of its first and last row (`None` in arrival order).
     pub first_key: Option<Vec<Value>>,
     pub last_key: Option<Vec<Value>>,
+    /// The value range of each of the layout's sort columns.
     pub ranges: std::collections::BTreeMap<String, ravel_manifest::ValueRange>,
-    /// The object's Bloom filter of each of the run's Bloom columns, in their order.
+    /// The object's Bloom filter of each of the run's Bloom columns, in their order, as the
+    /// object stores it (empty: no filter).
     pub blooms: Vec<Vec<u8>>,
 }
 
@@ -74,17 +78,18 @@ fn trial(window: &[ArrayRef], compression: Compression) -> Result<(bool, usize),
     })
 }
 
-/// A run: its rows in the order they are written (a sorted run is one gathered batch; an
+/// A run: its rows in the order they are written (a sorted run is its gathered batches; an
 /// arrival-order run is the buffered batches as they came).
-pub(crate) struct Run {
-    pub schema: SchemaRef,
-    pub batches: Vec<RecordBatch>,
+pub struct Run {
+    pub(crate) schema: SchemaRef,
+    pub(crate) batches: Vec<RecordBatch>,
     /// First run position of each batch.
     starts: Vec<usize>,
     rows: usize,
 }
 
 impl Run {
+    /// A run of `batches` (of `schema`), their rows in the order they are to be written.
     pub fn new(schema: SchemaRef, batches: Vec<RecordBatch>) -> Run {
         let mut starts = Vec::with_capacity(batches.len());
         let mut rows = 0;
@@ -102,6 +107,10 @@ impl Run {
 
     pub fn num_rows(&self) -> usize {
         self.rows
+    }
+
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
     }
 
     /// The `(batch, row)` at position `i` of the run.
@@ -310,6 +319,45 @@ fn object_blooms(
         .collect()
 }
 
+/// What [`cut_run`] needs besides the run: the run's clustering order (for the objects' first
+/// and last keys), the columns whose ranges and Bloom filters the manifest and sidecar carry,
+/// the writer settings and the target size.
+pub(crate) struct CutSettings<'a> {
+    pub order: Option<&'a ClusteringOrder>,
+    /// Columns (indices in the run's schema) whose value range each object records.
+    pub range_columns: &'a [usize],
+    /// Columns (indices in the run's schema) whose filter each object hands to the sidecar.
+    pub bloom_columns: &'a [usize],
+    pub props: &'a WriterProperties,
+    pub object_bytes: u64,
+    /// The stored cost of a row, as the dictionary trials measured it.
+    pub bytes_per_row: f64,
+}
+
+/// What cutting a run learned and spent.
+pub(crate) struct CutStats {
+    /// Stored / estimated object size after this run (see [`cut_run`]).
+    pub calibration: Option<f64>,
+    /// Seconds spent collecting the objects' Bloom filters.
+    pub blooms_s: f64,
+    /// Objects emitted.
+    pub objects: usize,
+}
+
+/// An object's rows written and closed, before its ranges and filters are taken.
+struct Written {
+    bytes: Vec<u8>,
+    meta: ParquetMetaData,
+    /// The filters the writer filled (see [`ParallelWriter::take_bloom_filters`]).
+    filled: Vec<Vec<Option<Vec<u8>>>>,
+    /// Run position after the object's last row.
+    end: usize,
+    /// The writer's estimate of the object's size when it closed.
+    estimate: usize,
+    first_key: Option<Vec<Value>>,
+    last_key: Option<Vec<Value>>,
+}
+
 fn key_at(run: &Run, key_cols: &[Vec<ArrayRef>], i: usize) -> Vec<Value> {
     let (b, r) = run.origin(i);
     key_cols[b]
@@ -327,21 +375,13 @@ fn key_at(run: &Run, key_cols: &[Vec<ArrayRef>], i: usize) -> Vec<Value> {
 /// that, the load's first object is cut at `object_bytes / bytes_per_row` rows, the stored
 /// cost of a row that the dictionary trials measured; only when that misses the target by more
 /// than 20 % is the object encoded again.
-#[allow(clippy::too_many_arguments)] // the run, its order and settings, and the sink
 pub(crate) fn cut_run(
     run: &Run,
-    order: Option<&ClusteringOrder>,
-    range_columns: &[usize],
-    bloom_columns: &[usize],
-    props: &WriterProperties,
-    object_bytes: u64,
+    s: &CutSettings<'_>,
     calibration: Option<f64>,
-    bytes_per_row: f64,
-    mut emit: impl FnMut(Encoded) -> Result<(), LoadError>,
-) -> Result<(Option<f64>, f64), LoadError> {
-    let mut calibration = calibration;
-    let mut blooms_s = 0.0;
-    let key_cols = match order {
+    mut emit: impl FnMut(EncodedObject) -> Result<(), LoadError>,
+) -> Result<CutStats, LoadError> {
+    let key_cols = match s.order {
         Some(o) => Some(
             run.batches
                 .iter()
@@ -350,109 +390,203 @@ pub(crate) fn cut_run(
         ),
         None => None,
     };
-    let schema = run.schema.clone();
-    let n = run.num_rows();
-    let chunk_rows = if bytes_per_row > 0.0 {
-        (object_bytes as f64 / bytes_per_row / 8.0).clamp(64.0, CHUNK_ROWS as f64) as usize
-    } else {
-        CHUNK_ROWS
+    let mut stats = CutStats {
+        calibration,
+        blooms_s: 0.0,
+        objects: 0,
     };
-    let mut buffers = Buffers::new(object_bytes);
+    let mut buffers = Buffers::new(s.object_bytes);
     let mut start = 0;
-    while start < n {
-        // The stored bytes of the rows after this object, as the trial encodings predict them.
-        let after = ((n - start) as f64 * bytes_per_row * 1.1) as usize;
-        let after = after.saturating_sub(object_bytes as usize);
-        let mut w = ParallelWriter::try_new(
-            buffers.next(after),
-            schema.clone(),
-            props.clone(),
-            usize::MAX,
-        )?;
-        let threshold = object_bytes as f64 / calibration.unwrap_or(1.0);
-        // Before any object calibrates the estimate, the first one is cut at the row count
-        // the trial encodings predict.
-        let first_rows = match calibration {
-            None if bytes_per_row > 0.0 => Some((object_bytes as f64 / bytes_per_row) as usize),
-            _ => None,
-        };
-        let mut end = start;
-        let mut estimate = 0usize;
-        while end < n {
-            let len = chunk_rows.min(n - end);
-            run.write(&mut w, end, len)?;
-            end += len;
-            estimate = w.estimated_group_bytes();
-            let full = match first_rows {
-                Some(rows) => end - start >= rows,
-                None => estimate as f64 >= threshold,
-            };
-            if full {
-                break;
-            }
+    while start < run.num_rows() {
+        let written = write_object(run, s, start, stats.calibration, &mut buffers, &key_cols)?;
+        if calibrate(
+            &mut stats.calibration,
+            &written,
+            start,
+            run.num_rows(),
+            s.object_bytes,
+        ) {
+            continue; // encode this object again with the calibrated threshold
         }
-        let (first_key, last_key) = match &key_cols {
-            Some(cols) => (
-                Some(key_at(run, cols, start)),
-                Some(key_at(run, cols, end - 1)),
-            ),
-            None => (None, None),
-        };
-        if let (Some(f), Some(l)) = (&first_key, &last_key) {
-            w.append_key_value_metadata(KeyValue::new(
-                "ravel.first_key".into(),
-                Value::from(f.clone()).to_string(),
-            ));
-            w.append_key_value_metadata(KeyValue::new(
-                "ravel.last_key".into(),
-                Value::from(l.clone()).to_string(),
-            ));
-        }
-        w.flush()?;
-        let filled = w.take_bloom_filters();
-        let (mut bytes, meta) = w.finish()?;
-        bytes.shrink_to_fit(); // the spare room goes back before the object waits for upload
-        if end < n && estimate > 0 {
-            // A full-size object: learn how the estimate relates to the stored size.
-            let seen = bytes.len() as f64 / estimate as f64;
-            let first = calibration.is_none();
-            calibration = Some(match calibration {
-                None => seen.clamp(0.2, 5.0),
-                Some(c) => (0.5 * c + 0.5 * seen).clamp(0.2, 5.0),
-            });
-            let miss = bytes.len() as f64 / object_bytes as f64;
-            if first && !(0.8..=1.2).contains(&miss) {
-                tracing::debug!(
-                    stored = bytes.len(),
-                    estimate,
-                    rows = end - start,
-                    "first object missed its target; encoding it again"
-                );
-                continue; // encode this object again with the calibrated threshold
-            }
-        }
-        let mut ranges = std::collections::BTreeMap::new();
-        for &c in range_columns {
-            let range = ravel_manifest::value_range(&run.window(c, start, end - start))
-                .map_err(LoadError::arrow(ArrowStage::ComputingRanges))?;
-            if let Some(r) = range {
-                ranges.insert(schema.field(c).name().clone(), r);
-            }
-        }
-        let t = std::time::Instant::now();
-        let blooms = object_blooms(bloom_columns, filled, &bytes, &meta);
-        blooms_s += t.elapsed().as_secs_f64();
-        emit(Encoded {
-            bytes: bytes::Bytes::from(bytes),
-            rows: end - start,
-            first_key,
-            last_key,
-            ranges,
-            blooms,
-        })?;
+        let end = written.end;
+        emit(finish_object(run, s, start, written, &mut stats.blooms_s)?)?;
+        stats.objects += 1;
         start = end;
     }
-    Ok((calibration, blooms_s))
+    Ok(stats)
+}
+
+/// Rows handed to the writer at a time: an eighth of an object's predicted rows, 64 to
+/// [`CHUNK_ROWS`].
+fn chunk_rows(s: &CutSettings<'_>) -> usize {
+    if s.bytes_per_row > 0.0 {
+        (s.object_bytes as f64 / s.bytes_per_row / 8.0).clamp(64.0, CHUNK_ROWS as f64) as usize
+    } else {
+        CHUNK_ROWS
+    }
+}
+
+/// Writes the object that starts at run position `start`: rows until the writer's estimate
+/// reaches the (calibrated) target, its first and last keys in the footer, closed.
+fn write_object(
+    run: &Run,
+    s: &CutSettings<'_>,
+    start: usize,
+    calibration: Option<f64>,
+    buffers: &mut Buffers,
+    key_cols: &Option<Vec<Vec<ArrayRef>>>,
+) -> Result<Written, LoadError> {
+    let n = run.num_rows();
+    // The stored bytes of the rows after this object, as the trial encodings predict them.
+    let after = ((n - start) as f64 * s.bytes_per_row * 1.1) as usize;
+    let after = after.saturating_sub(s.object_bytes as usize);
+    let mut w = ParallelWriter::try_new(
+        buffers.next(after),
+        run.schema.clone(),
+        s.props.clone(),
+        usize::MAX,
+    )?;
+    let Filled { end, estimate } = fill(&mut w, run, s, start, calibration)?;
+    let (first_key, last_key) = match key_cols {
+        Some(cols) => (
+            Some(key_at(run, cols, start)),
+            Some(key_at(run, cols, end - 1)),
+        ),
+        None => (None, None),
+    };
+    if let (Some(f), Some(l)) = (&first_key, &last_key) {
+        w.append_key_value_metadata(KeyValue::new(
+            "ravel.first_key".into(),
+            Value::from(f.clone()).to_string(),
+        ));
+        w.append_key_value_metadata(KeyValue::new(
+            "ravel.last_key".into(),
+            Value::from(l.clone()).to_string(),
+        ));
+    }
+    w.flush()?;
+    let filled = w.take_bloom_filters();
+    let (mut bytes, meta) = w.finish()?;
+    bytes.shrink_to_fit(); // the spare room goes back before the object waits for upload
+    Ok(Written {
+        bytes,
+        meta,
+        filled,
+        end,
+        estimate,
+        first_key,
+        last_key,
+    })
+}
+
+/// Where an object's rows end and the writer's estimate of its size then.
+struct Filled {
+    end: usize,
+    estimate: usize,
+}
+
+/// Writes rows from `start` until the object is full or the run ends.
+fn fill(
+    w: &mut ParallelWriter<Vec<u8>>,
+    run: &Run,
+    s: &CutSettings<'_>,
+    start: usize,
+    calibration: Option<f64>,
+) -> Result<Filled, LoadError> {
+    let n = run.num_rows();
+    let chunk_rows = chunk_rows(s);
+    let threshold = s.object_bytes as f64 / calibration.unwrap_or(1.0);
+    // Before any object calibrates the estimate, the first one is cut at the row count the
+    // trial encodings predict.
+    let first_rows = match calibration {
+        None if s.bytes_per_row > 0.0 => Some((s.object_bytes as f64 / s.bytes_per_row) as usize),
+        _ => None,
+    };
+    let mut end = start;
+    let mut estimate = 0usize;
+    while end < n {
+        let len = chunk_rows.min(n - end);
+        run.write(w, end, len)?;
+        end += len;
+        estimate = w.estimated_group_bytes();
+        let full = match first_rows {
+            Some(rows) => end - start >= rows,
+            None => estimate as f64 >= threshold,
+        };
+        if full {
+            break;
+        }
+    }
+    Ok(Filled { end, estimate })
+}
+
+/// Learns from a full-size object how the writer's estimate relates to the stored size.
+/// Returns true when the object is to be encoded again: the load's first object, cut by the
+/// trials' prediction, missed its target by more than 20 %.
+fn calibrate(
+    calibration: &mut Option<f64>,
+    written: &Written,
+    start: usize,
+    n: usize,
+    object_bytes: u64,
+) -> bool {
+    if written.end >= n || written.estimate == 0 {
+        return false; // the run's last object says nothing about full ones
+    }
+    let stored = written.bytes.len();
+    let seen = stored as f64 / written.estimate as f64;
+    let first = calibration.is_none();
+    *calibration = Some(match *calibration {
+        None => seen.clamp(0.2, 5.0),
+        Some(c) => (0.5 * c + 0.5 * seen).clamp(0.2, 5.0),
+    });
+    let miss = stored as f64 / object_bytes as f64;
+    let again = first && !(0.8..=1.2).contains(&miss);
+    if again {
+        tracing::debug!(
+            stored,
+            estimate = written.estimate,
+            rows = written.end - start,
+            "first object missed its target; encoding it again"
+        );
+    }
+    again
+}
+
+/// The object written at `start..written.end` with the manifest's value ranges and the
+/// sidecar's filters (the seconds taken collecting these are added to `blooms_s`).
+fn finish_object(
+    run: &Run,
+    s: &CutSettings<'_>,
+    start: usize,
+    written: Written,
+    blooms_s: &mut f64,
+) -> Result<EncodedObject, LoadError> {
+    let end = written.end;
+    let mut ranges = std::collections::BTreeMap::new();
+    for &c in s.range_columns {
+        let range = ravel_manifest::value_range(&run.window(c, start, end - start))
+            .map_err(LoadError::arrow(ArrowStage::ComputingRanges))?;
+        if let Some(r) = range {
+            ranges.insert(run.schema.field(c).name().clone(), r);
+        }
+    }
+    let t = std::time::Instant::now();
+    let blooms = object_blooms(
+        s.bloom_columns,
+        written.filled,
+        &written.bytes,
+        &written.meta,
+    );
+    *blooms_s += t.elapsed().as_secs_f64();
+    Ok(EncodedObject {
+        bytes: bytes::Bytes::from(written.bytes),
+        rows: end - start,
+        first_key: written.first_key,
+        last_key: written.last_key,
+        ranges,
+        blooms,
+    })
 }
 
 #[cfg(test)]
@@ -511,21 +645,20 @@ mod tests {
         let (props, bytes_per_row) = writer_properties(&layout, &run, 3, object_bytes).unwrap();
         let bloom_columns = [0, 1, 2, 3, 4];
         let mut objects = Vec::new();
-        cut_run(
-            &run,
-            None,
-            &[],
-            &bloom_columns,
-            &props,
+        let settings = CutSettings {
+            order: None,
+            range_columns: &[],
+            bloom_columns: &bloom_columns,
+            props: &props,
             object_bytes,
-            None,
             bytes_per_row,
-            |o| {
-                objects.push(o);
-                Ok(())
-            },
-        )
+        };
+        let stats = cut_run(&run, &settings, None, |o| {
+            objects.push(o);
+            Ok(())
+        })
         .unwrap();
+        assert_eq!(stats.objects, objects.len());
         assert!(objects.len() > 2, "several objects: {}", objects.len());
         for o in &objects {
             let reader =
