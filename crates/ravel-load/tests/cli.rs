@@ -19,13 +19,13 @@ fn gen_parquet_is_deterministic_and_raw() {
     let a = dir.path().join("a.parquet");
     let b = dir.path().join("b.parquet");
     let c = dir.path().join("c.parquet");
-    let out = ok(&["gen", "--rows", "3000", "--seed", "5", "--out", p(&a)]);
+    let out = ok(&format!("gen --rows 3000 --seed 5 --out {}", p(&a)));
     assert!(
         out.contains("wrote 3000 rows") && out.contains("rows/s"),
         "{out}"
     );
-    ok(&["gen", "--rows", "3000", "--seed", "5", "--out", p(&b)]);
-    ok(&["gen", "--rows", "3000", "--seed", "6", "--out", p(&c)]);
+    ok(&format!("gen --rows 3000 --seed 5 --out {}", p(&b)));
+    ok(&format!("gen --rows 3000 --seed 6 --out {}", p(&c)));
     let (a, b, c) = (
         std::fs::read(a).unwrap(),
         std::fs::read(b).unwrap(),
@@ -56,15 +56,10 @@ fn gen_parquet_is_deterministic_and_raw() {
 fn gen_typed_parquet_and_tsv() {
     let dir = tempfile::tempdir().unwrap();
     let typed = dir.path().join("t.parquet");
-    ok(&[
-        "gen",
-        "--rows",
-        "500",
-        "--convention",
-        "typed",
-        "--out",
-        p(&typed),
-    ]);
+    ok(&format!(
+        "gen --rows 500 --convention typed --out {}",
+        p(&typed)
+    ));
     let reader =
         ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&typed).unwrap()).unwrap();
     let s = reader.schema();
@@ -82,7 +77,7 @@ fn gen_typed_parquet_and_tsv() {
     );
 
     let tsv = dir.path().join("h.tsv");
-    ok(&["gen", "--rows", "700", "--out", p(&tsv)]);
+    ok(&format!("gen --rows 700 --out {}", p(&tsv)));
     let text = std::fs::read_to_string(&tsv).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 700);
@@ -98,21 +93,10 @@ fn gen_typed_parquet_and_tsv() {
         assert_eq!(fields[5], &fields[4][..10], "EventDate");
     }
 
-    let err = fails(
-        2,
-        &["gen", "--rows", "5", "--out", p(&dir.path().join("x.csv"))],
-    );
+    let d = p(dir.path());
+    let err = fails(2, &format!("gen --rows 5 --out {d}/x.csv"));
     assert!(err.contains(".parquet or .tsv"), "{err}");
-    let err = fails(
-        2,
-        &[
-            "gen",
-            "--rows",
-            "5",
-            "--out",
-            p(&dir.path().join("no/such/x.tsv")),
-        ],
-    );
+    let err = fails(2, &format!("gen --rows 5 --out {d}/no/such/x.tsv"));
     assert!(err.contains("directory does not exist"), "{err}");
 }
 
@@ -121,49 +105,27 @@ fn layout_commands_on_a_local_store() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     let s = p(&store);
-    let layout = |args: &[&str]| {
-        let mut all = vec!["layout", "--store", s, "--table", "hits"];
-        all.extend_from_slice(args);
-        ok(&all)
-    };
+    let layout = |args: &str| ok(&format!("layout --store {s} --table hits {args}"));
     // Reading a store that does not exist is an error, not an empty table.
-    let err = fails(2, &["layout", "--store", s, "--table", "hits", "show"]);
+    let err = fails(2, &format!("layout --store {s} --table hits show"));
     assert!(err.contains("does not exist"), "{err}");
     assert!(!store.exists());
     std::fs::create_dir_all(&store).unwrap();
-    let show: serde_json::Value = serde_json::from_str(&layout(&["show"])).unwrap();
+    let show: serde_json::Value = serde_json::from_str(&layout("show")).unwrap();
     assert_eq!(show["generation"], 0);
     // A table never configured names no column; its first stored layout takes the hits
     // stream and time (checked below by the sort order).
     assert!(show["stream"].is_null() && show["time"].is_null(), "{show}");
     assert!(show["clustering_key"].is_null());
 
-    let out = layout(&[
-        "clustering-key",
-        "set",
-        "--column",
-        "EventDate",
-        "--column",
-        "UserID",
-        "--bucket-width",
-        "1d",
-    ]);
+    let out = layout("clustering-key set --column EventDate --column UserID --bucket-width 1d");
     assert!(out.contains("generation 1"), "{out}");
-    let out = layout(&[
-        "clustering-key",
-        "set",
-        "--column",
-        "EventDate",
-        "--column",
-        "UserID",
-        "--bucket-width",
-        "24h",
-    ]);
+    let out = layout("clustering-key set --column EventDate --column UserID --bucket-width 24h");
     assert!(
         out.contains("unchanged") && out.contains("generation 1"),
         "{out}"
     );
-    let out = layout(&["clustering-key", "show"]);
+    let out = layout("clustering-key show");
     assert!(
         out.contains("EventDate, UserID") && out.contains("1d"),
         "{out}"
@@ -173,27 +135,20 @@ fn layout_commands_on_a_local_store() {
         "{out}"
     );
 
-    let out = layout(&[
-        "bloom-scope",
-        "set",
-        "--scope",
-        "URL,Title",
-        "--fpp",
-        "0.05",
-    ]);
+    let out = layout("bloom-scope set --scope URL,Title --fpp 0.05");
     assert!(out.contains("generation 2"), "{out}");
-    let out = layout(&["bloom-scope", "show"]);
+    let out = layout("bloom-scope show");
     assert!(
         out.contains("scope: URL,Title") && out.contains("fpp: 0.05"),
         "{out}"
     );
-    layout(&["bloom-scope", "set", "--scope", "text"]);
-    layout(&["stream", "clear"]);
-    assert_eq!(layout(&["stream", "show"]).trim(), "(none)");
-    layout(&["stream", "set", "--column", "CounterID"]);
-    layout(&["time", "set", "--column", "EventTime"]);
+    layout("bloom-scope set --scope text");
+    layout("stream clear");
+    assert_eq!(layout("stream show").trim(), "(none)");
+    layout("stream set --column CounterID");
+    layout("time set --column EventTime");
 
-    let show: serde_json::Value = serde_json::from_str(&layout(&["show"])).unwrap();
+    let show: serde_json::Value = serde_json::from_str(&layout("show")).unwrap();
     assert_eq!(show["generation"], 5);
     assert_eq!(
         show["clustering_key"]["columns"],
@@ -208,9 +163,9 @@ fn layout_commands_on_a_local_store() {
             .is_file()
     );
 
-    let out = layout(&["clustering-key", "clear"]);
+    let out = layout("clustering-key clear");
     assert!(out.contains("generation 6"), "{out}");
-    assert!(layout(&["clustering-key", "show"]).contains("arrival order"));
+    assert!(layout("clustering-key show").contains("arrival order"));
 }
 
 #[test]
@@ -218,97 +173,48 @@ fn bad_input_exits_2_names_the_problem_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     let s = p(&store);
-    ok(&[
-        "layout", "--store", s, "--table", "hits", "schema", "set", "--hits",
-    ]);
-    let cases: &[(&[&str], &str)] = &[
+    ok(&format!(
+        "layout --store {s} --table hits schema set --hits"
+    ));
+    let cases = [
         (
-            &[
-                "clustering-key",
-                "set",
-                "--column",
-                "UserID",
-                "--bucket-width",
-                "0s",
-            ],
+            "clustering-key set --column UserID --bucket-width 0s",
             "must be positive",
         ),
         (
-            &[
-                "clustering-key",
-                "set",
-                "--column",
-                "UserID",
-                "--bucket-width",
-                "-1d",
-            ],
+            "clustering-key set --column UserID --bucket-width -1d",
             "must be positive",
         ),
         (
-            &[
-                "clustering-key",
-                "set",
-                "--column",
-                "UserID",
-                "--bucket-width",
-                "1y",
-            ],
+            "clustering-key set --column UserID --bucket-width 1y",
             "unknown unit",
         ),
         (
-            &["clustering-key", "set", "--column", "Nope"],
+            "clustering-key set --column Nope",
             "clustering key column \"Nope\" is not in the table's schema",
         ),
         (
-            &[
-                "clustering-key",
-                "set",
-                "--column",
-                "UserID",
-                "--column",
-                "UserID",
-            ],
+            "clustering-key set --column UserID --column UserID",
             "\"UserID\" is named more than once",
         ),
         (
-            &[
-                "clustering-key",
-                "set",
-                "--column",
-                "A",
-                "--column",
-                "B",
-                "--column",
-                "C",
-                "--column",
-                "D",
-                "--column",
-                "E",
-            ],
+            "clustering-key set --column A --column B --column C --column D --column E",
             "1 to 4 columns",
         ),
         (
-            &["time", "set", "--column", "URL"],
+            "time set --column URL",
             "time column \"URL\" has type Binary",
         ),
+        ("stream set --column Missing", "stream column \"Missing\""),
+        ("bloom-scope set --scope URL,,Title", "Bloom scope"),
         (
-            &["stream", "set", "--column", "Missing"],
-            "stream column \"Missing\"",
-        ),
-        (
-            &["bloom-scope", "set", "--scope", "URL,,Title"],
-            "Bloom scope",
-        ),
-        (
-            &["bloom-scope", "set", "--scope", "text", "--fpp", "1.5"],
+            "bloom-scope set --scope text --fpp 1.5",
             "false-positive rate",
         ),
     ];
     for (args, expect) in cases {
-        let mut all = vec!["layout", "--store", s, "--table", "hits"];
-        all.extend_from_slice(args);
-        let err = fails(2, &all);
-        assert!(err.contains(expect), "{args:?}: {err}");
+        let err = fails(2, &format!("layout --store {s} --table hits {args}"));
+        assert!(err.contains(expect), "{args}: {err}");
     }
     assert!(
         !store.join("hits/_layout").exists(),
@@ -319,9 +225,7 @@ fn bad_input_exits_2_names_the_problem_and_writes_nothing() {
     let missing = p(&missing_path);
     let err = fails(
         2,
-        &[
-            "layout", "--store", s, "--table", "t2", "schema", "set", "--from", missing,
-        ],
+        &format!("layout --store {s} --table t2 schema set --from {missing}"),
     );
     assert!(
         err.contains("cannot open") && err.contains("missing.parquet"),
@@ -331,45 +235,20 @@ fn bad_input_exits_2_names_the_problem_and_writes_nothing() {
     std::fs::write(&not_parquet, b"not parquet").unwrap();
     let err = fails(
         2,
-        &[
-            "layout",
-            "--store",
-            s,
-            "--table",
-            "t2",
-            "schema",
-            "set",
-            "--from",
-            p(&not_parquet),
-        ],
+        &format!(
+            "layout --store {s} --table t2 schema set --from {}",
+            p(&not_parquet)
+        ),
     );
     assert!(err.contains("not a readable Parquet file"), "{err}");
-    let err = fails(
-        2,
-        &[
-            "layout",
-            "--store",
-            "gs://bucket/x",
-            "--table",
-            "hits",
-            "show",
-        ],
-    );
+    let err = fails(2, "layout --store gs://bucket/x --table hits show");
     assert!(err.contains("not supported"), "{err}");
-    let err = fails(2, &["layout", "--store", s, "--table", "../etc", "show"]);
+    let err = fails(2, &format!("layout --store {s} --table ../etc show"));
     assert!(err.contains("table name"), "{err}");
     // clap usage errors are exit 2 too.
     fails(
         2,
-        &[
-            "layout",
-            "--store",
-            s,
-            "--table",
-            "hits",
-            "clustering-key",
-            "set",
-        ],
+        &format!("layout --store {s} --table hits clustering-key set"),
     );
 }
 
@@ -413,58 +292,42 @@ fn a_flights_table_with_a_list_column() {
 
     let store = dir.path().join("store");
     let s = p(&store);
-    let layout = |args: &[&str]| {
-        let mut all = vec!["layout", "--store", s, "--table", "flights"];
-        all.extend_from_slice(args);
-        run(&all)
-    };
+    let layout = |args: &str| run(&format!("layout --store {s} --table flights {args}"));
     let text = |o: Output| {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         String::from_utf8(o.stdout).unwrap()
     };
-    assert!(text(layout(&["schema", "set", "--from", p(&file)])).contains("recorded (6 columns)"));
+    assert!(
+        text(layout(&format!("schema set --from {}", p(&file)))).contains("recorded (6 columns)")
+    );
     // No hits column in the layout of a table that is not hits, and no time column to key by
     // until one is named.
-    assert!(!text(layout(&["show"])).contains("CounterID"));
-    let o = layout(&[
-        "clustering-key",
-        "set",
-        "--column",
-        "origin",
-        "--column",
-        "dest",
-    ]);
+    assert!(!text(layout("show")).contains("CounterID"));
+    let o = layout("clustering-key set --column origin --column dest");
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("needs a time column"));
-    text(layout(&["stream", "set", "--column", "carrier"]));
-    text(layout(&["time", "set", "--column", "time_hour"]));
-    let o = layout(&["time", "set", "--column", "origin"]);
+    text(layout("stream set --column carrier"));
+    text(layout("time set --column time_hour"));
+    let o = layout("time set --column origin");
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("time column \"origin\" has type Utf8"));
-    let out = text(layout(&[
-        "clustering-key",
-        "set",
-        "--column",
-        "origin",
-        "--column",
-        "dest",
-        "--bucket-width",
-        "6h",
-    ]));
+    let out = text(layout(
+        "clustering-key set --column origin --column dest --bucket-width 6h",
+    ));
     assert!(out.contains("generation 3"), "{out}");
-    let o = layout(&["clustering-key", "set", "--column", "stops"]);
+    let o = layout("clustering-key set --column stops");
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("\"stops\" has type List"));
-    let shown: serde_json::Value = serde_json::from_str(&text(layout(&["show"]))).unwrap();
+    let shown: serde_json::Value = serde_json::from_str(&text(layout("show"))).unwrap();
     assert_eq!(shown["stream"], "carrier");
     assert_eq!(shown["time"], "time_hour");
     assert_eq!(shown["clustering_key"]["bucket_width"], "6h");
-    assert!(text(layout(&["bloom-scope", "show"])).contains("columns: carrier, origin, dest"));
+    assert!(text(layout("bloom-scope show")).contains("columns: carrier, origin, dest"));
 }
 
 #[test]
 fn tier_prints_the_geometry() {
-    let out = ok(&["tier"]);
+    let out = ok("tier");
     for want in [
         "tier:",
         "object target:",
@@ -474,7 +337,7 @@ fn tier_prints_the_geometry() {
     ] {
         assert!(out.contains(want), "{out}");
     }
-    let json: serde_json::Value = serde_json::from_str(&ok(&["tier", "--json"])).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&ok("tier --json")).unwrap();
     assert!(json["load_budget"].as_u64().unwrap() > 0);
     assert!(json["pipeline_depth"].as_u64().unwrap() >= 8);
 }
@@ -482,39 +345,39 @@ fn tier_prints_the_geometry() {
 #[test]
 fn demo_generates_records_and_sets_the_hits_layout() {
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().join("demo");
-    let st = d.join("store");
-    let out = ok(&["demo", "--dir", p(&d), "--store", p(&st), "--rows", "5000"]);
+    let demo = dir.path().join("demo");
+    let d = p(&demo);
+    let out = ok(&format!("demo --dir {d} --store {d}/store --rows 5000"));
     assert!(out.contains("wrote 5000 rows"), "{out}");
     assert!(
         out.contains("\"columns\": [\n      \"EventDate\",\n      \"UserID\"\n    ]"),
         "{out}"
     );
-    assert!(d.join("hits.parquet").is_file());
-    assert!(d.join("store/hits/_schema.json").is_file());
+    assert!(demo.join("hits.parquet").is_file());
+    assert!(demo.join("store/hits/_schema.json").is_file());
     assert!(
-        d.join("store/hits/_layout/00000000000000000001.json")
+        demo.join("store/hits/_layout/00000000000000000001.json")
             .is_file()
     );
     assert!(out.contains("loaded 5000 rows into"), "{out}");
     assert_eq!(
-        std::fs::read_dir(d.join("store/hits/manifests"))
+        std::fs::read_dir(demo.join("store/hits/manifests"))
             .unwrap()
             .count(),
         1
     );
     assert!(
-        std::fs::read_dir(d.join("store/hits/data"))
+        std::fs::read_dir(demo.join("store/hits/data"))
             .unwrap()
             .count()
             >= 1
     );
     // Running it again changes nothing: the layout is unchanged and the rows are not loaded twice.
-    let out = ok(&["demo", "--dir", p(&d), "--store", p(&st), "--rows", "5000"]);
+    let out = ok(&format!("demo --dir {d} --store {d}/store --rows 5000"));
     assert!(out.contains("layout: unchanged (generation 1)"), "{out}");
     assert!(out.contains("already loaded"), "{out}");
     assert_eq!(
-        std::fs::read_dir(d.join("store/hits/manifests"))
+        std::fs::read_dir(demo.join("store/hits/manifests"))
             .unwrap()
             .count(),
         1
@@ -525,31 +388,16 @@ fn demo_generates_records_and_sets_the_hits_layout() {
 fn layout_on_s3_with_settings_from_the_environment_and_no_secret_shown() {
     let server = ravel_testkit::S3Server::start();
     let url = server.url("warehouse");
-    let with_env = |args: &[&str], env: &[(&str, String)]| {
-        let mut c = common::command(args);
-        for (k, v) in env {
-            c.env(k, v);
-        }
+    // `layout` on the server's store with `env` as its environment.
+    let layout = |args: &str, env: &[(&str, String)]| {
+        let mut c = common::command(&format!("layout --store {url} --table hits {args}"));
+        c.envs(env.iter().map(|(k, v)| (k, v)));
         c.output().unwrap()
     };
     let env: Vec<(&str, String)> = server.env();
-    let base = ["layout", "--store", url.as_str(), "--table", "hits"];
-    let cmd = |rest: &[&'static str]| {
-        base.iter()
-            .copied()
-            .chain(rest.iter().copied())
-            .collect::<Vec<_>>()
-    };
 
-    let out = with_env(
-        &cmd(&[
-            "clustering-key",
-            "set",
-            "--column",
-            "EventDate",
-            "--column",
-            "UserID",
-        ]),
+    let out = layout(
+        "clustering-key set --column EventDate --column UserID",
         &env,
     );
     assert!(
@@ -558,7 +406,7 @@ fn layout_on_s3_with_settings_from_the_environment_and_no_secret_shown() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("generation 1"));
-    let out = with_env(&cmd(&["show", "-vv"]), &env);
+    let out = layout("show -vv", &env);
     assert!(out.status.success());
     let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(shown["generation"], 1);
@@ -578,7 +426,7 @@ fn layout_on_s3_with_settings_from_the_environment_and_no_secret_shown() {
     let wrong = "WRONGSECRETwrongsecret0123456789".to_string();
     bad.retain(|(k, _)| *k != "AWS_SECRET_ACCESS_KEY");
     bad.push(("AWS_SECRET_ACCESS_KEY", wrong.clone()));
-    let out = with_env(&cmd(&["show", "-vv"]), &bad);
+    let out = layout("show -vv", &bad);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("error:"), "{err}");
@@ -595,37 +443,21 @@ fn load_tsv_and_parquet_and_refuse_bad_tsv_with_exit_2() {
     let s = p(&store);
     let tsv = dir.path().join("h.tsv");
     let pq = dir.path().join("h.parquet");
-    ok(&["gen", "--rows", "4000", "--out", p(&tsv)]);
-    ok(&["gen", "--rows", "4000", "--out", p(&pq)]);
-    ok(&[
-        "layout",
-        "--store",
-        s,
-        "--table",
-        "hits",
-        "clustering-key",
-        "set",
-        "--column",
-        "EventDate",
-        "--column",
-        "UserID",
-    ]);
-    let out = ok(&[
-        "load",
-        "--store",
-        s,
-        "--table",
-        "hits",
-        "--input",
-        p(&tsv),
-        "--json",
-    ]);
+    ok(&format!("gen --rows 4000 --out {}", p(&tsv)));
+    ok(&format!("gen --rows 4000 --out {}", p(&pq)));
+    ok(&format!(
+        "layout --store {s} --table hits clustering-key set --column EventDate --column UserID"
+    ));
+    let out = ok(&format!(
+        "load --store {s} --table hits --input {} --json",
+        p(&tsv)
+    ));
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(report["rows"], 4000);
     assert_eq!(report["layout"]["generation"], 1);
     // The same rows from Parquet encode to the very same objects, so this load finds them
     // published already and publishes nothing: a load of identical rows is not doubled.
-    let out = ok(&["load", "--store", s, "--table", "hits", "--input", p(&pq)]);
+    let out = ok(&format!("load --store {s} --table hits --input {}", p(&pq)));
     assert!(
         out.contains("these 4000 rows are published already"),
         "{out}"
@@ -645,7 +477,7 @@ fn load_tsv_and_parquet_and_refuse_bad_tsv_with_exit_2() {
     std::fs::write(&bad, text).unwrap();
     let err = fails(
         2,
-        &["load", "--store", s, "--table", "hits", "--input", p(&bad)],
+        &format!("load --store {s} --table hits --input {}", p(&bad)),
     );
     assert!(
         err.contains("bad.tsv") && err.contains("line 2, column 2 (JavaEnable)"),
@@ -658,17 +490,10 @@ fn load_tsv_and_parquet_and_refuse_bad_tsv_with_exit_2() {
         1,
         "no manifest"
     );
+    let csv = dir.path().join("x.csv");
     let err = fails(
         2,
-        &[
-            "load",
-            "--store",
-            s,
-            "--table",
-            "hits",
-            "--input",
-            p(&dir.path().join("x.csv")),
-        ],
+        &format!("load --store {s} --table hits --input {}", p(&csv)),
     );
     assert!(err.contains("--format"), "{err}");
 }
@@ -676,27 +501,21 @@ fn load_tsv_and_parquet_and_refuse_bad_tsv_with_exit_2() {
 #[test]
 fn verify_passes_a_loaded_table_and_fails_a_damaged_one() {
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().join("demo");
-    let st = d.join("store");
-    ok(&["demo", "--dir", p(&d), "--store", p(&st), "--rows", "20000"]);
-    let out = ok(&["verify", "--store", p(&st), "--table", "hits", "--deep"]);
+    let demo = dir.path().join("demo");
+    let st = demo.join("store");
+    let (d, s) = (p(&demo), p(&st));
+    ok(&format!("demo --dir {d} --store {s} --rows 20000"));
+    let out = ok(&format!("verify --store {s} --table hits --deep"));
     assert!(out.contains("20000 rows"), "{out}");
     assert!(out.contains("overlap depth over"), "{out}");
     assert!(out.contains("ok: every promise holds"), "{out}");
-    let json: serde_json::Value = serde_json::from_str(&ok(&[
-        "verify",
-        "--store",
-        p(&st),
-        "--table",
-        "hits",
-        "--json",
-    ]))
-    .unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&format!("verify --store {s} --table hits --json"))).unwrap();
     assert_eq!(json["rows"], 20000);
     assert_eq!(json["violations"].as_array().unwrap().len(), 0);
 
     // No such table: bad usage.
-    let err = fails(2, &["verify", "--store", p(&st), "--table", "nope"]);
+    let err = fails(2, &format!("verify --store {s} --table nope"));
     assert!(err.contains("\"nope\""), "{err}");
 
     // A missing object: the table no longer holds its promises.
@@ -707,7 +526,7 @@ fn verify_passes_a_loaded_table_and_fails_a_damaged_one() {
         .unwrap()
         .path();
     std::fs::remove_file(&object).unwrap();
-    let res = run(&["verify", "--store", p(&st), "--table", "hits"]);
+    let res = run(&format!("verify --store {s} --table hits"));
     let (out, err) = (
         String::from_utf8_lossy(&res.stdout),
         String::from_utf8_lossy(&res.stderr),
@@ -735,31 +554,14 @@ fn bad_parquet_and_empty_inputs_exit_2_and_publish_nothing() {
     let store = dir.path().join("store");
     let s = p(&store);
     let good = dir.path().join("good.parquet");
-    ok(&["gen", "--rows", "3000", "--out", p(&good)]);
-    ok(&[
-        "layout",
-        "--store",
-        s,
-        "--table",
-        "hits",
-        "clustering-key",
-        "set",
-        "--column",
-        "EventDate",
-        "--column",
-        "UserID",
-    ]);
-    ok(&[
-        "layout",
-        "--store",
-        s,
-        "--table",
-        "hits",
-        "schema",
-        "set",
-        "--from",
-        p(&good),
-    ]);
+    ok(&format!("gen --rows 3000 --out {}", p(&good)));
+    ok(&format!(
+        "layout --store {s} --table hits clustering-key set --column EventDate --column UserID"
+    ));
+    ok(&format!(
+        "layout --store {s} --table hits schema set --from {}",
+        p(&good)
+    ));
     let manifests = || match std::fs::read_dir(store.join("hits/manifests")) {
         Ok(d) => d.count(),
         Err(_) => 0,
@@ -806,15 +608,7 @@ fn bad_parquet_and_empty_inputs_exit_2_and_publish_nothing() {
     );
     let err = fails(
         2,
-        &[
-            "load",
-            "--store",
-            s,
-            "--table",
-            "hits",
-            "--input",
-            p(&missing),
-        ],
+        &format!("load --store {s} --table hits --input {}", p(&missing)),
     );
     assert!(
         err.contains("missing.parquet") && err.contains("\"EventDate\" is missing"),
@@ -842,15 +636,7 @@ fn bad_parquet_and_empty_inputs_exit_2_and_publish_nothing() {
     );
     let err = fails(
         2,
-        &[
-            "load",
-            "--store",
-            s,
-            "--table",
-            "hits",
-            "--input",
-            p(&retyped),
-        ],
+        &format!("load --store {s} --table hits --input {}", p(&retyped)),
     );
     assert!(
         err.contains("retyped.parquet") && err.contains("\"UserID\" has type Utf8"),
@@ -863,15 +649,7 @@ fn bad_parquet_and_empty_inputs_exit_2_and_publish_nothing() {
     std::fs::write(&truncated, &full[..full.len() / 2]).unwrap();
     let err = fails(
         2,
-        &[
-            "load",
-            "--store",
-            s,
-            "--table",
-            "hits",
-            "--input",
-            p(&truncated),
-        ],
+        &format!("load --store {s} --table hits --input {}", p(&truncated)),
     );
     assert!(
         err.contains("truncated.parquet") && err.contains("not a readable Parquet file"),
@@ -882,15 +660,7 @@ fn bad_parquet_and_empty_inputs_exit_2_and_publish_nothing() {
     let empty = write("empty.parquet", &batch.slice(0, 0));
     let err = fails(
         2,
-        &[
-            "load",
-            "--store",
-            s,
-            "--table",
-            "hits",
-            "--input",
-            p(&empty),
-        ],
+        &format!("load --store {s} --table hits --input {}", p(&empty)),
     );
     assert!(
         err.contains("the input holds no rows: nothing was published"),
@@ -910,7 +680,7 @@ fn max_bad_rows_leaves_bad_tsv_lines_out_into_a_rejects_file() {
     let store = dir.path().join("store");
     let s = p(&store);
     let tsv = dir.path().join("h.tsv");
-    ok(&["gen", "--rows", "3000", "--out", p(&tsv)]);
+    ok(&format!("gen --rows 3000 --out {}", p(&tsv)));
     // Break lines 10 (a non-number) and 2000 (a field short).
     let mut lines: Vec<String> = std::fs::read_to_string(&tsv)
         .unwrap()
@@ -930,17 +700,10 @@ fn max_bad_rows_leaves_bad_tsv_lines_out_into_a_rejects_file() {
     // One allowed, two found: the load fails, naming the second, and publishes nothing.
     let err = fails(
         2,
-        &[
-            "load",
-            "--store",
-            s,
-            "--table",
-            "hits",
-            "--input",
-            p(&bad),
-            "--max-bad-rows",
-            "1",
-        ],
+        &format!(
+            "load --store {s} --table hits --input {} --max-bad-rows 1",
+            p(&bad)
+        ),
     );
     assert!(
         err.contains("more than 1 bad line(s)") && err.contains("line 2000:"),
@@ -950,20 +713,11 @@ fn max_bad_rows_leaves_bad_tsv_lines_out_into_a_rejects_file() {
 
     // Two allowed: the other rows load, the two lines go to the rejects file as they were.
     let rejects = dir.path().join("out.rejects");
-    let out = run(&[
-        "load",
-        "--store",
-        s,
-        "--table",
-        "hits",
-        "--input",
+    let out = run(&format!(
+        "load --store {s} --table hits --input {} --max-bad-rows 2 --rejects {} --json",
         p(&bad),
-        "--max-bad-rows",
-        "2",
-        "--rejects",
-        p(&rejects),
-        "--json",
-    ]);
+        p(&rejects)
+    ));
     assert!(
         out.status.success(),
         "{}",
@@ -983,20 +737,13 @@ fn max_bad_rows_leaves_bad_tsv_lines_out_into_a_rejects_file() {
 
     // Parquet input has no bad lines to leave out.
     let pq = dir.path().join("h.parquet");
-    ok(&["gen", "--rows", "10", "--out", p(&pq)]);
+    ok(&format!("gen --rows 10 --out {}", p(&pq)));
     let err = fails(
         2,
-        &[
-            "load",
-            "--store",
-            s,
-            "--table",
-            "hits",
-            "--input",
-            p(&pq),
-            "--max-bad-rows",
-            "3",
-        ],
+        &format!(
+            "load --store {s} --table hits --input {} --max-bad-rows 3",
+            p(&pq)
+        ),
     );
     assert!(
         err.contains("--max-bad-rows applies to TSV input only"),

@@ -15,78 +15,45 @@ use ravel_testkit::S3Server;
 const TIMEOUT: Duration = Duration::from_secs(120);
 
 mod common;
+use common::{Args, p};
 
-fn cmd(server: &S3Server, args: &[&str]) -> Command {
+fn cmd(server: &S3Server, args: &(impl Args + ?Sized)) -> Command {
     let mut c = common::command(args);
     c.envs(server.env());
     c
 }
 
-fn ok(server: &S3Server, args: &[&str]) -> String {
+fn ok(server: &S3Server, args: &(impl Args + ?Sized)) -> String {
     common::succeeds(cmd(server, args)).0
 }
 
 fn generate(dir: &Path, name: &str, rows: u64, seed: u64) -> PathBuf {
     let path = dir.join(name);
-    let (rows, seed) = (rows.to_string(), seed.to_string());
-    common::ok(&[
-        "gen",
-        "--rows",
-        &rows,
-        "--seed",
-        &seed,
-        "--out",
-        common::p(&path),
-    ]);
+    common::ok(&format!(
+        "gen --rows {rows} --seed {seed} --out {}",
+        p(&path)
+    ));
     path
 }
 
 /// A store on the server with the hits table's schema and layout set.
 fn hits_table(server: &S3Server, prefix: &str) -> String {
     let url = server.url(prefix);
-    let layout = |rest: &[&str]| {
-        let mut args = vec!["layout", "--store", url.as_str(), "--table", "hits"];
-        args.extend_from_slice(rest);
-        ok(server, &args);
-    };
-    layout(&["schema", "set", "--hits"]);
-    layout(&[
-        "clustering-key",
-        "set",
-        "--column",
-        "EventDate",
-        "--column",
-        "UserID",
-        "--bucket-width",
-        "1d",
-    ]);
-    layout(&["bloom-scope", "set", "--scope", "text"]);
+    let layout = |args: &str| ok(server, &format!("layout --store {url} --table hits {args}"));
+    layout("schema set --hits");
+    layout("clustering-key set --column EventDate --column UserID --bucket-width 1d");
+    layout("bloom-scope set --scope text");
     url
 }
 
 /// The load command of these tests: small objects, a small budget, so that a load of 60k rows
 /// makes several runs of several objects.
-fn load_args<'a>(url: &'a str, input: &'a str) -> Vec<&'a str> {
-    vec![
-        "load",
-        "--store",
-        url,
-        "--table",
-        "hits",
-        "--input",
-        input,
-        "--object-bytes",
-        "700000",
-        "--target-bytes",
-        "6000000",
-        "--load-budget",
-        "60000000",
-        "--pipeline-depth",
-        "2",
-        "--zstd-level",
-        "1",
-        "--json",
-    ]
+fn load_args(url: &str, input: &Path) -> String {
+    format!(
+        "load --store {url} --table hits --input {} --object-bytes 700000 --target-bytes 6000000 \
+         --load-budget 60000000 --pipeline-depth 2 --zstd-level 1 --json",
+        p(input)
+    )
 }
 
 /// Manifests of the table as (key, rows, object and sidecar keys), and every object and
@@ -164,29 +131,18 @@ fn kill(mut child: Child) -> Output {
 /// The rerun of the killed command: it succeeds, the table holds `rows` rows in one manifest,
 /// deep verification passes, and the killed run's objects were reused or are reported by gc
 /// (which then deletes them and leaves the table whole).
-fn rerun_and_check(server: &S3Server, prefix: &str, args: &[&str], rows: u64, left: &[String]) {
+fn rerun_and_check(server: &S3Server, prefix: &str, args: &str, rows: u64, left: &[String]) {
     let report: serde_json::Value = serde_json::from_str(&ok(server, args)).unwrap();
     assert_eq!(report["rows"], rows);
     let t = table(server, prefix);
     assert_eq!(t.manifests.len(), 1, "one load published");
     assert_eq!(t.manifests[0].1, rows, "every row once");
     let url = server.url(prefix);
-    ok(
-        server,
-        &["verify", "--store", &url, "--table", "hits", "--deep"],
-    );
+    ok(server, &format!("verify --store {url} --table hits --deep"));
     let referenced = &t.manifests[0].2;
     let gc: serde_json::Value = serde_json::from_str(&ok(
         server,
-        &[
-            "gc",
-            "--store",
-            &url,
-            "--table",
-            "hits",
-            "--dry-run",
-            "--json",
-        ],
+        &format!("gc --store {url} --table hits --dry-run --json"),
     ))
     .unwrap();
     let unreferenced: Vec<&str> = gc["unreferenced"]
@@ -214,22 +170,11 @@ fn rerun_and_check(server: &S3Server, prefix: &str, args: &[&str], rows: u64, le
     );
     ok(
         server,
-        &[
-            "gc",
-            "--store",
-            &url,
-            "--table",
-            "hits",
-            "--older-than",
-            "0s",
-        ],
+        &format!("gc --store {url} --table hits --older-than 0s"),
     );
     let after = table(server, prefix);
     assert_eq!(after.objects.len(), referenced.len());
-    ok(
-        server,
-        &["verify", "--store", &url, "--table", "hits", "--deep"],
-    );
+    ok(server, &format!("verify --store {url} --table hits --deep"));
 }
 
 #[test]
@@ -238,7 +183,7 @@ fn killed_while_uploading_then_rerun_loads_every_row_once() {
     let dir = tempfile::tempdir().unwrap();
     let input = generate(dir.path(), "in.parquet", 60_000, 21);
     let url = hits_table(&server, "up");
-    let args = load_args(&url, input.to_str().unwrap());
+    let args = load_args(&url, &input);
     // The server takes three objects, then hangs on the fourth.
     let stall = server.stall(http::Method::PUT, "/up/hits/data/", 3);
     let child = cmd(&server, &args)
@@ -269,7 +214,7 @@ fn killed_between_the_last_object_and_the_manifest_then_rerun_loads_every_row_on
     let dir = tempfile::tempdir().unwrap();
     let input = generate(dir.path(), "in.parquet", 60_000, 22);
     let url = hits_table(&server, "mf");
-    let args = load_args(&url, input.to_str().unwrap());
+    let args = load_args(&url, &input);
     let stall = server.stall(http::Method::PUT, "/mf/hits/manifests/", 0);
     let child = cmd(&server, &args)
         .stdout(Stdio::piped())
@@ -313,7 +258,7 @@ fn killed_while_reading_then_rerun_loads_every_row_once() {
     let fifo = dir.path().join("pipe.tsv");
     let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
     assert!(made.success());
-    let args = load_args(&url, fifo.to_str().unwrap());
+    let args = load_args(&url, &fifo);
     // The writer keeps the pipe open until told to close it: no end of input before the kill.
     let feed = |bytes: Vec<u8>| {
         let fifo = fifo.clone();
@@ -364,7 +309,7 @@ fn concurrent_loaders_of_different_inputs_all_become_visible() {
     let children: Vec<Child> = inputs
         .iter()
         .map(|input| {
-            cmd(&server, &load_args(&url, input.to_str().unwrap()))
+            cmd(&server, &load_args(&url, input))
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -396,9 +341,7 @@ fn concurrent_loaders_of_different_inputs_all_become_visible() {
     assert_eq!(rows, 90_000);
     let report: serde_json::Value = serde_json::from_str(&ok(
         &server,
-        &[
-            "verify", "--store", &url, "--table", "hits", "--deep", "--json",
-        ],
+        &format!("verify --store {url} --table hits --deep --json"),
     ))
     .unwrap();
     assert_eq!(report["rows"], 90_000);

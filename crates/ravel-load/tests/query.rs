@@ -1,14 +1,14 @@
 //! `ravel-load query` and `ravel-load bench-queries` on a loaded local table.
 
 mod common;
-use common::{command, p, run, succeeds};
+use common::{Args, command, line, p, run, succeeds};
 
-fn ok(args: &[&str]) -> (String, String) {
+fn ok(args: &(impl Args + ?Sized)) -> (String, String) {
     succeeds(command(args))
 }
 
 /// Runs a benchmark in which a statement fails: exit 1, the results on stdout.
-fn failed_bench(args: &[&str]) -> String {
+fn failed_bench(args: &str) -> String {
     let out = run(args);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
@@ -21,89 +21,54 @@ fn query_and_bench_queries_on_a_loaded_table() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("h.parquet");
     let store = dir.path().join("store");
-    ok(&["gen", "--rows", "50000", "--seed", "4", "--out", p(&input)]);
-    let layout = |rest: &[&str]| {
-        let mut a = vec!["layout", "--store", p(&store), "--table", "hits"];
-        a.extend_from_slice(rest);
-        ok(&a);
-    };
+    let (s, i) = (p(&store), p(&input));
+    ok(&format!("gen --rows 50000 --seed 4 --out {i}"));
     std::fs::create_dir_all(&store).unwrap();
-    layout(&["schema", "set", "--hits"]);
-    layout(&[
-        "clustering-key",
-        "set",
-        "--column",
-        "EventDate",
-        "--column",
-        "UserID",
-    ]);
-    ok(&[
-        "load",
-        "--store",
-        p(&store),
-        "--table",
-        "hits",
-        "--input",
-        p(&input),
-        "--object-bytes",
-        "1000000",
-    ]);
+    ok(&format!(
+        "layout --store {s} --table hits schema set --hits"
+    ));
+    ok(&format!(
+        "layout --store {s} --table hits clustering-key set --column EventDate --column UserID"
+    ));
+    ok(&format!(
+        "load --store {s} --table hits --input {i} --object-bytes 1000000"
+    ));
+    // `query` on the table with the statement `sql`, after the options `options`.
+    let query = |options: &str, sql: &str| {
+        line(&format!("query --store {s} --table hits {options}"), &[sql])
+    };
 
-    let (out, err) = ok(&[
-        "query",
-        "--store",
-        p(&store),
-        "--table",
-        "hits",
-        "--format",
-        "csv",
-        "--stats",
+    let (out, err) = ok(&query(
+        "--format csv --stats",
         "SELECT COUNT(*) AS n, MIN(\"EventDate\") AS d FROM hits",
-    ]);
+    ));
     assert_eq!(out.lines().collect::<Vec<_>>(), ["n,d", "50000,2013-07-01"]);
     assert!(
         err.contains("GET(s)") && err.contains("objects touched"),
         "{err}"
     );
-    let (out, _) = ok(&[
-        "query",
-        "--store",
-        p(&store),
-        "--table",
-        "hits",
-        "--format",
-        "json",
+    let (out, _) = ok(&query(
+        "--format json",
         "SELECT \"CounterID\", COUNT(*) AS c FROM hits WHERE \"CounterID\" = 62 GROUP BY \"CounterID\"",
-    ]);
+    ));
     let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(rows[0]["CounterID"], 62);
     assert!(rows[0]["c"].as_u64().unwrap() > 0);
-    let (out, _) = ok(&[
-        "query",
-        "--store",
-        p(&store),
-        "--table",
-        "hits",
-        "SELECT 1 + 1 AS two",
-    ]);
+    let (out, _) = ok(&query("", "SELECT 1 + 1 AS two"));
     assert!(out.contains("| two |") && out.contains("| 2   |"), "{out}");
 
     // Bad SQL and a missing table are the user's input: exit 2, named.
-    let bad = run(&[
-        "query",
-        "--store",
-        p(&store),
-        "--table",
-        "hits",
-        "SELEC nothing",
-    ]);
+    let bad = run(&query("", "SELEC nothing"));
     assert_eq!(
         bad.status.code(),
         Some(2),
         "{}",
         String::from_utf8_lossy(&bad.stderr)
     );
-    let bad = run(&["query", "--store", p(&store), "--table", "nope", "SELECT 1"]);
+    let bad = run(&line(
+        &format!("query --store {s} --table nope"),
+        &["SELECT 1"],
+    ));
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("\"nope\""));
 
@@ -115,16 +80,11 @@ fn query_and_bench_queries_on_a_loaded_table() {
         "SELECT COUNT(*) FROM hits;\n\nSELECT \"NoSuchColumn\" FROM hits;\nSELECT \"URL\", COUNT(*) FROM hits WHERE \"CounterID\" = 62 GROUP BY \"URL\";\n",
     )
     .unwrap();
-    let out = failed_bench(&[
-        "bench-queries",
-        "--store",
-        p(&store),
-        "--table",
-        "hits",
-        "--queries",
-        p(&queries),
-        "--json",
-    ]);
+    let bench = format!(
+        "bench-queries --store {s} --table hits --queries {}",
+        p(&queries)
+    );
+    let out = failed_bench(&format!("{bench} --json"));
     let runs: serde_json::Value = serde_json::from_str(&out).unwrap();
     let runs = runs.as_array().unwrap();
     assert_eq!(runs.len(), 3);
@@ -140,15 +100,7 @@ fn query_and_bench_queries_on_a_loaded_table() {
         "{}",
         runs[2]
     );
-    let out = failed_bench(&[
-        "bench-queries",
-        "--store",
-        p(&store),
-        "--table",
-        "hits",
-        "--queries",
-        p(&queries),
-    ]);
+    let out = failed_bench(&bench);
     assert!(
         out.contains("total: cold") && out.contains("1 of 3 statements failed"),
         "{out}"

@@ -1,13 +1,67 @@
 //! Running the `ravel-load` binary from tests.
-#![allow(dead_code)] // each test file uses its own share
+//!
+//! A command line is written as one string and split on whitespace, so a test reads as the
+//! command a user types: `ok(&format!("load --store {s} --table hits --input {input}"))`. An
+//! argument that holds whitespace (a path with a space, a SQL statement) is given on its own
+//! after the others with [`line`]: `ok(&line(&format!("query --store {s} --table t"), &[sql]))`.
+//! Arguments given as a slice or array are taken as they are. Temporary directories hold no
+//! whitespace, so paths from [`p`] can be written into a command line.
+#![allow(dead_code)] // each test module uses its own share
 
 use std::path::Path;
 use std::process::{Command, Output};
 
+/// The arguments of a command line: a string is split on whitespace; a slice, array or vector
+/// of strings is taken argument by argument.
+pub trait Args {
+    /// The arguments, in order.
+    fn args(&self) -> Vec<&str>;
+}
+
+impl Args for str {
+    fn args(&self) -> Vec<&str> {
+        self.split_whitespace().collect()
+    }
+}
+
+impl Args for String {
+    fn args(&self) -> Vec<&str> {
+        self.as_str().args()
+    }
+}
+
+impl<S: AsRef<str>> Args for [S] {
+    fn args(&self) -> Vec<&str> {
+        self.iter().map(AsRef::as_ref).collect()
+    }
+}
+
+impl<S: AsRef<str>, const N: usize> Args for [S; N] {
+    fn args(&self) -> Vec<&str> {
+        self.as_slice().args()
+    }
+}
+
+impl<S: AsRef<str>> Args for Vec<S> {
+    fn args(&self) -> Vec<&str> {
+        self.as_slice().args()
+    }
+}
+
+/// The words of `words` split on whitespace, then `extra` as they are (arguments that hold
+/// whitespace).
+pub fn line(words: &str, extra: &[&str]) -> Vec<String> {
+    words
+        .split_whitespace()
+        .chain(extra.iter().copied())
+        .map(String::from)
+        .collect()
+}
+
 /// The binary with `args`, without a store from the environment.
-pub fn command(args: &[&str]) -> Command {
+pub fn command(args: &(impl Args + ?Sized)) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ravel-load"));
-    c.args(args).env_remove("RAVEL_STORE");
+    c.args(args.args()).env_remove("RAVEL_STORE");
     c
 }
 
@@ -26,23 +80,43 @@ pub fn succeeds(mut c: Command) -> (String, String) {
     )
 }
 
-pub fn run(args: &[&str]) -> Output {
+/// Runs a command whatever its outcome.
+pub fn run(args: &(impl Args + ?Sized)) -> Output {
     command(args).output().expect("ravel-load runs")
 }
 
 /// Runs a command that must succeed; returns its stdout.
-pub fn ok(args: &[&str]) -> String {
+pub fn ok(args: &(impl Args + ?Sized)) -> String {
     succeeds(command(args)).0
 }
 
 /// Runs a command expected to fail with `code`, returns its stderr.
-pub fn fails(code: i32, args: &[&str]) -> String {
+pub fn fails(code: i32, args: &(impl Args + ?Sized)) -> String {
     let out = run(args);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+    assert_eq!(out.status.code(), Some(code), "{:?}: {err}", args.args());
     err
 }
 
+/// The path as a `&str` (test paths are UTF-8).
 pub fn p(path: &Path) -> &str {
     path.to_str().unwrap()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Args, line};
+
+    #[test]
+    fn a_command_line_splits_on_whitespace_and_extra_arguments_stay_whole() {
+        assert_eq!(
+            "load  --store s\t--table hits ".args(),
+            ["load", "--store", "s", "--table", "hits"]
+        );
+        assert_eq!(
+            line("query --sql", &["SELECT 1 FROM t"]).args(),
+            ["query", "--sql", "SELECT 1 FROM t"]
+        );
+        assert_eq!(["a b", "c"].args(), ["a b", "c"]);
+    }
 }

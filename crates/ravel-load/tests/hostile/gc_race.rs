@@ -10,45 +10,25 @@ use crate::common::{fails, ok, p, run};
 /// A local store with the hits table's schema and layout set.
 fn hits_store(dir: &Path) -> PathBuf {
     let store = dir.join("store");
-    let layout = |rest: &[&str]| {
-        let mut args = vec!["layout", "--store", p(&store), "--table", "hits"];
-        args.extend_from_slice(rest);
-        ok(&args);
-    };
-    layout(&["schema", "set", "--hits"]);
-    layout(&[
-        "clustering-key",
-        "set",
-        "--column",
-        "EventDate",
-        "--column",
-        "UserID",
-        "--bucket-width",
-        "1d",
-    ]);
+    let layout = |args: &str| ok(&format!("layout --store {} --table hits {args}", p(&store)));
+    layout("schema set --hits");
+    layout("clustering-key set --column EventDate --column UserID --bucket-width 1d");
     store
 }
 
 /// A generated hits file of 20,000 rows.
 fn generated(dir: &Path) -> PathBuf {
     let out = dir.join("in.parquet");
-    ok(&["gen", "--rows", "20000", "--seed", "9", "--out", p(&out)]);
+    ok(&format!("gen --rows 20000 --seed 9 --out {}", p(&out)));
     out
 }
 
 fn load(store: &Path, input: &Path) -> serde_json::Value {
-    serde_json::from_str(&ok(&[
-        "load",
-        "--store",
+    serde_json::from_str(&ok(&format!(
+        "load --store {} --table hits --input {} --object-bytes 300000 --json",
         p(store),
-        "--table",
-        "hits",
-        "--input",
-        p(input),
-        "--object-bytes",
-        "300000",
-        "--json",
-    ]))
+        p(input)
+    )))
     .unwrap()
 }
 
@@ -62,15 +42,10 @@ fn files(dir: &Path) -> Vec<PathBuf> {
 }
 
 fn gc_now(store: &Path) -> String {
-    ok(&[
-        "gc",
-        "--store",
-        p(store),
-        "--table",
-        "hits",
-        "--older-than",
-        "0s",
-    ])
+    ok(&format!(
+        "gc --store {} --table hits --older-than 0s",
+        p(store)
+    ))
 }
 
 /// A lease as a load on `host` with process `pid` writes it.
@@ -121,14 +96,14 @@ fn verify_fails_a_table_whose_object_two_manifests_list() {
     let dir = tempfile::tempdir().unwrap();
     let store = hits_store(dir.path());
     let report = load(&store, &generated(dir.path()));
-    ok(&["verify", "--store", p(&store), "--table", "hits"]);
+    ok(&format!("verify --store {} --table hits", p(&store)));
     let manifest = files(&store.join("hits/manifests")).remove(0);
     std::fs::copy(
         &manifest,
         store.join("hits/manifests/9999999999999-copy.json"),
     )
     .unwrap();
-    let out = run(&["verify", "--store", p(&store), "--table", "hits"]);
+    let out = run(&format!("verify --store {} --table hits", p(&store)));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     let object = report["objects"][0]["key"].as_str().unwrap();
@@ -156,20 +131,16 @@ fn a_rerun_after_gc_deleted_published_objects_publishes_no_second_manifest() {
     for o in &objects[..2] {
         std::fs::remove_file(store.join(o["key"].as_str().unwrap())).unwrap();
     }
-    fails(1, &["verify", "--store", p(&store), "--table", "hits"]);
+    fails(1, &format!("verify --store {} --table hits", p(&store)));
 
     let again = load(&store, &input);
     assert_eq!(again["already_published"], true, "{again}");
     assert_eq!(again["load_id"], first["load_id"]);
     assert_eq!(files(&store.join("hits/manifests")).len(), 1);
-    let verified: serde_json::Value = serde_json::from_str(&ok(&[
-        "verify",
-        "--store",
-        p(&store),
-        "--table",
-        "hits",
-        "--json",
-    ]))
+    let verified: serde_json::Value = serde_json::from_str(&ok(&format!(
+        "verify --store {} --table hits --json",
+        p(&store)
+    )))
     .unwrap();
     assert_eq!(verified["rows"], 20_000, "every row once");
     assert_eq!(verified["violations"].as_array().unwrap().len(), 0);
@@ -180,25 +151,19 @@ fn gc_and_verify_agree_on_what_a_table_is() {
     let dir = tempfile::tempdir().unwrap();
     let store = hits_store(dir.path());
     // Layout and schema, no loads: a table, empty.
-    ok(&["verify", "--store", p(&store), "--table", "hits"]);
+    ok(&format!("verify --store {} --table hits", p(&store)));
     let out = gc_now(&store);
     assert!(out.contains("0 manifest(s), 0 object(s)"), "{out}");
     // Only a recorded schema: a table too.
-    ok(&[
-        "layout",
-        "--store",
-        p(&store),
-        "--table",
-        "flat",
-        "schema",
-        "set",
-        "--hits",
-    ]);
-    ok(&["verify", "--store", p(&store), "--table", "flat"]);
-    ok(&["gc", "--store", p(&store), "--table", "flat"]);
+    ok(&format!(
+        "layout --store {} --table flat schema set --hits",
+        p(&store)
+    ));
+    ok(&format!("verify --store {} --table flat", p(&store)));
+    ok(&format!("gc --store {} --table flat", p(&store)));
     // Nothing under its prefix: no such table, for both.
     for command in ["verify", "gc"] {
-        let err = fails(2, &[command, "--store", p(&store), "--table", "nope"]);
+        let err = fails(2, &format!("{command} --store {} --table nope", p(&store)));
         assert!(
             err.contains("nothing stored under its prefix"),
             "{command}: {err}"

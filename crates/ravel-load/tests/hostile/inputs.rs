@@ -9,31 +9,23 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::common::{self, fails, ok, p};
+use crate::common::{self, fails, line, ok, p};
 
 /// A hits TSV of `rows` rows in `dir`.
 fn tsv(dir: &Path, name: &str, rows: u64) -> PathBuf {
     let path = dir.join(name);
-    ok(&["gen", "--rows", &rows.to_string(), "--out", p(&path)]);
+    ok(&format!("gen --rows {rows} --out {}", p(&path)));
     path
 }
 
 /// `load` of `input` into table `hits` of `dir/store` leaving out up to one bad line, with
 /// `extra` arguments.
-fn load_args<'a>(store: &'a Path, input: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec![
-        "load",
-        "--store",
+fn load_args(store: &Path, input: &Path, extra: &str) -> String {
+    format!(
+        "load --store {} --table hits --input {} --max-bad-rows 1 {extra}",
         p(store),
-        "--table",
-        "hits",
-        "--input",
-        p(input),
-        "--max-bad-rows",
-        "1",
-    ];
-    args.extend_from_slice(extra);
-    args
+        p(input)
+    )
 }
 
 /// `input` with its line `line` (1-based) made bad.
@@ -56,7 +48,10 @@ fn an_existing_rejects_file_is_kept_and_refused() {
     let reasons = dir.path().join("imp.txt.reasons");
     std::fs::write(&important, "important\n").unwrap();
     std::fs::write(&reasons, "also important\n").unwrap();
-    let err = fails(2, &load_args(&store, &input, &["--rejects", p(&important)]));
+    let err = fails(
+        2,
+        &load_args(&store, &input, &format!("--rejects {}", p(&important))),
+    );
     assert!(
         err.contains("imp.txt exists already") && err.contains("--overwrite-rejects"),
         "{err}"
@@ -69,14 +64,17 @@ fn an_existing_rejects_file_is_kept_and_refused() {
 
     // Only the reasons file there: refused as well, naming it.
     std::fs::remove_file(&important).unwrap();
-    let err = fails(2, &load_args(&store, &input, &["--rejects", p(&important)]));
+    let err = fails(
+        2,
+        &load_args(&store, &input, &format!("--rejects {}", p(&important))),
+    );
     assert!(err.contains("imp.txt.reasons exists already"), "{err}");
     assert!(!important.exists());
 
     // The default path, `<input>.rejects`, is kept just the same.
     let default = dir.path().join("h.tsv.rejects");
     std::fs::write(&default, "earlier\n").unwrap();
-    let err = fails(2, &load_args(&store, &input, &[]));
+    let err = fails(2, &load_args(&store, &input, ""));
     assert!(err.contains("h.tsv.rejects exists already"), "{err}");
     assert_eq!(std::fs::read_to_string(&default).unwrap(), "earlier\n");
     assert!(!store.join("hits/manifests").exists(), "nothing published");
@@ -93,7 +91,7 @@ fn overwrite_rejects_replaces_the_files_only_when_a_line_is_left_out() {
     let reasons = dir.path().join("r.txt.reasons");
     std::fs::write(&rejects, "old\n").unwrap();
     std::fs::write(&reasons, "old reasons\n").unwrap();
-    let overwrite = ["--rejects", p(&rejects), "--overwrite-rejects"];
+    let overwrite = format!("--rejects {} --overwrite-rejects", p(&rejects));
 
     // A clean input leaves nothing out: the old files stay as they were and are not reported.
     let out = common::run(&load_args(&store, &clean, &overwrite));
@@ -130,7 +128,10 @@ fn a_rejects_path_that_is_an_input_is_refused_and_the_input_kept() {
     // The same file, by its own path and by another spelling of it.
     let other_spelling = dir.path().join(".").join("self.tsv");
     for rejects in [&input, &other_spelling] {
-        let err = fails(2, &load_args(&store, &input, &["--rejects", p(rejects)]));
+        let err = fails(
+            2,
+            &load_args(&store, &input, &format!("--rejects {}", p(rejects))),
+        );
         assert!(err.contains("is an input of this load"), "{err}");
         // Not even with leave to overwrite.
         let err = fails(
@@ -138,7 +139,7 @@ fn a_rejects_path_that_is_an_input_is_refused_and_the_input_kept() {
             &load_args(
                 &store,
                 &input,
-                &["--rejects", p(rejects), "--overwrite-rejects"],
+                &format!("--rejects {} --overwrite-rejects", p(rejects)),
             ),
         );
         assert!(err.contains("is an input of this load"), "{err}");
@@ -151,7 +152,11 @@ fn a_rejects_path_that_is_an_input_is_refused_and_the_input_kept() {
     let stem = dir.path().join("x");
     let err = fails(
         2,
-        &load_args(&store, &named, &["--format", "tsv", "--rejects", p(&stem)]),
+        &load_args(
+            &store,
+            &named,
+            &format!("--format tsv --rejects {}", p(&stem)),
+        ),
     );
     assert!(err.contains("x.reasons is an input of this load"), "{err}");
     assert_eq!(std::fs::read(&named).unwrap(), before);
@@ -164,8 +169,12 @@ fn a_clean_input_creates_no_rejects_file() {
     let store = dir.path().join("store");
     let input = tsv(dir.path(), "h.tsv", 200);
     let rejects = dir.path().join("r.txt");
-    ok(&load_args(&store, &input, &["--rejects", p(&rejects)]));
-    ok(&load_args(&store, &input, &[]));
+    ok(&load_args(
+        &store,
+        &input,
+        &format!("--rejects {}", p(&rejects)),
+    ));
+    ok(&load_args(&store, &input, ""));
     assert!(!rejects.exists() && !dir.path().join("r.txt.reasons").exists());
     assert!(!dir.path().join("h.tsv.rejects").exists());
 }
@@ -179,18 +188,22 @@ fn a_store_path_that_is_a_file_is_refused_by_every_command() {
     let under = file.join("sub");
     for store in [&file, &under] {
         let s = p(store);
-        let commands: [&[&str]; 6] = [
-            &["load", "--store", s, "--table", "t", "--input", p(&input)],
-            &["verify", "--store", s, "--table", "t"],
-            &["gc", "--store", s, "--table", "t"],
-            &["query", "--store", s, "--table", "t", "SELECT 1"],
-            &["layout", "--store", s, "--table", "t", "show"],
-            &[
-                "layout", "--store", s, "--table", "t", "schema", "set", "--hits",
-            ],
+        let commands = [
+            line(
+                &format!("load --store {s} --table t --input {}", p(&input)),
+                &[],
+            ),
+            line(&format!("verify --store {s} --table t"), &[]),
+            line(&format!("gc --store {s} --table t"), &[]),
+            line(&format!("query --store {s} --table t"), &["SELECT 1"]),
+            line(&format!("layout --store {s} --table t show"), &[]),
+            line(
+                &format!("layout --store {s} --table t schema set --hits"),
+                &[],
+            ),
         ];
         for args in commands {
-            let err = fails(2, args);
+            let err = fails(2, &args);
             assert!(
                 err.contains(&format!(
                     "store path {} is a file, not a directory",
@@ -213,15 +226,11 @@ fn an_empty_tsv_line_is_named_as_empty() {
     text.insert(tenth + 1, '\n');
     let gap = dir.path().join("gap.tsv");
     std::fs::write(&gap, text).unwrap();
-    let args = [
-        "load",
-        "--store",
+    let args = format!(
+        "load --store {} --table hits --input {}",
         p(&store),
-        "--table",
-        "hits",
-        "--input",
-        p(&gap),
-    ];
+        p(&gap)
+    );
     let err = fails(2, &args);
     assert!(err.contains("line 11: is empty"), "{err}");
     assert!(!err.contains("is not an integer"), "{err}");
@@ -235,16 +244,12 @@ fn the_same_input_named_twice_is_refused() {
     let again = dir.path().join(".").join("h.tsv");
     let glob = dir.path().join("h.*");
     for second in [&input, &again, &glob] {
-        let args = [
-            "load",
-            "--store",
+        let args = format!(
+            "load --store {} --table hits --input {} {}",
             p(&store),
-            "--table",
-            "hits",
-            "--input",
             p(&input),
-            p(second),
-        ];
+            p(second)
+        );
         let err = fails(2, &args);
         assert!(err.contains("h.tsv is named twice"), "{err}");
     }
@@ -281,28 +286,17 @@ fn a_float_clustering_key_verifies_deep() {
     }));
     let input = dir.path().join("f.parquet");
     float_parquet(&input, &values);
-    let layout = |rest: &[&str]| {
-        let mut args = vec!["layout", "--store", s, "--table", "f"];
-        args.extend_from_slice(rest);
-        ok(&args);
-    };
-    layout(&["schema", "set", "--from", p(&input)]);
-    layout(&["stream", "clear"]);
+    let layout = |args: &str| ok(&format!("layout --store {s} --table f {args}"));
+    layout(&format!("schema set --from {}", p(&input)));
+    layout("stream clear");
     // Integer unix seconds, all in one 1d bucket: the rows sort by x.
-    layout(&["time", "set", "--column", "id"]);
-    layout(&["clustering-key", "set", "--column", "x"]);
-    ok(&[
-        "load",
-        "--store",
-        s,
-        "--table",
-        "f",
-        "--input",
-        p(&input),
-        "--object-bytes",
-        "40000",
-    ]);
-    let out = common::run(&["verify", "--store", s, "--table", "f", "--deep"]);
+    layout("time set --column id");
+    layout("clustering-key set --column x");
+    ok(&format!(
+        "load --store {s} --table f --input {} --object-bytes 40000",
+        p(&input)
+    ));
+    let out = common::run(&format!("verify --store {s} --table f --deep"));
     assert!(
         out.status.success(),
         "{}\n{}",
@@ -316,7 +310,7 @@ fn a_float_clustering_key_verifies_deep() {
 fn verify_s3(env: &[(&str, String)], limit: Duration) -> (Option<ExitStatus>, String) {
     let dir = tempfile::tempdir().unwrap();
     let err_path = dir.path().join("stderr");
-    let mut c: Command = common::command(&["verify", "--store", "s3://b/p", "--table", "t"]);
+    let mut c: Command = common::command("verify --store s3://b/p --table t");
     for (k, _) in std::env::vars_os() {
         if k.to_string_lossy().starts_with("AWS_") {
             c.env_remove(k);

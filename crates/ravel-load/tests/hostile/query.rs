@@ -5,35 +5,21 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{self, fails, ok, p};
+use crate::common::{self, fails, line, ok, p};
 
 /// A small loaded table `name` in `dir/store`; returns the store.
 fn table(dir: &Path, name: &str) -> PathBuf {
     let input = dir.join("h.parquet");
     let store = dir.join("store");
     std::fs::create_dir_all(&store).unwrap();
-    ok(&["gen", "--rows", "3000", "--seed", "3", "--out", p(&input)]);
-    ok(&[
-        "layout",
-        "--store",
-        p(&store),
-        "--table",
-        name,
-        "schema",
-        "set",
-        "--hits",
-    ]);
-    ok(&[
-        "load",
-        "--store",
-        p(&store),
-        "--table",
-        name,
-        "--input",
-        p(&input),
-        "--object-bytes",
-        "200000",
-    ]);
+    let (s, i) = (p(&store), p(&input));
+    ok(&format!("gen --rows 3000 --seed 3 --out {i}"));
+    ok(&format!(
+        "layout --store {s} --table {name} schema set --hits"
+    ));
+    ok(&format!(
+        "load --store {s} --table {name} --input {i} --object-bytes 200000"
+    ));
     store
 }
 
@@ -76,7 +62,7 @@ fn copy_onto_a_table_object_is_refused_and_the_object_stays() {
         ),
     );
     assert_eq!(std::fs::read(target).unwrap(), before);
-    ok(&["verify", "--store", p(&store), "--table", "hits"]);
+    ok(&format!("verify --store {} --table hits", p(&store)));
 }
 
 #[test]
@@ -134,25 +120,17 @@ fn writes_definitions_and_settings_are_refused() {
         refused(&store, &sql);
     }
     assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
-    ok(&["verify", "--store", p(&store), "--table", "hits"]);
+    ok(&format!("verify --store {} --table hits", p(&store)));
 }
 
 #[test]
 fn the_as_name_cannot_carry_sql() {
     let dir = tempfile::tempdir().unwrap();
     let store = table(dir.path(), "hits");
-    let out = common::run(&[
-        "query",
-        "--store",
-        p(&store),
-        "--table",
-        "hits",
-        "--as",
-        "v\" AS SELECT 42 AS answer --",
-        "--format",
-        "csv",
-        "SELECT * FROM v",
-    ]);
+    let out = common::run(&line(
+        &format!("query --store {} --table hits --format csv --as", p(&store)),
+        &["v\" AS SELECT 42 AS answer --", "SELECT * FROM v"],
+    ));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!stdout.contains("42"), "{stdout}");
     assert_eq!(
@@ -167,27 +145,23 @@ fn the_as_name_cannot_carry_sql() {
 fn names_sql_would_fold_are_queried_quoted() {
     let dir = tempfile::tempdir().unwrap();
     let store = table(dir.path(), "CON");
-    let q = |rest: &[&str]| {
-        let mut a = vec!["query", "--store", p(&store), "--table", "CON"];
-        a.extend_from_slice(rest);
-        a.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    // `query` on the table with `options`, then the statement `sql`.
+    let q = |options: &str, sql: &str| {
+        line(
+            &format!("query --store {} --table CON {options}", p(&store)),
+            &[sql],
+        )
     };
-    let args = q(&["--format", "csv", "SELECT count(*) AS n FROM \"CON\""]);
-    let out = ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let out = ok(&q("--format csv", "SELECT count(*) AS n FROM \"CON\""));
     assert_eq!(out.lines().collect::<Vec<_>>(), ["n", "3000"]);
     // Unquoted, SQL folds the name: bad input, with a hint to quote it.
-    let args = q(&["SELECT count(*) FROM CON"]);
-    let err = fails(2, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let err = fails(2, &q("", "SELECT count(*) FROM CON"));
     assert!(err.contains("quote") && err.contains("\"CON\""), "{err}");
     // The same for a name given with --as.
-    let args = q(&[
-        "--as",
-        "My-Hits",
-        "--format",
-        "csv",
+    let out = ok(&q(
+        "--as My-Hits --format csv",
         "SELECT count(*) AS n FROM \"My-Hits\"",
-    ]);
-    let out = ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    ));
     assert_eq!(out.lines().collect::<Vec<_>>(), ["n", "3000"]);
 }
 
@@ -196,14 +170,13 @@ fn the_table_format_stops_at_its_cap_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let store = table(dir.path(), "hits");
     let sql = "SELECT a.\"CounterID\" FROM hits a CROSS JOIN hits b LIMIT 20000";
-    let (out, err) = common::succeeds(common::command(&[
-        "query",
-        "--store",
-        p(&store),
-        "--table",
-        "hits",
-        sql,
-    ]));
+    let query = |options: &str| {
+        line(
+            &format!("query --store {} --table hits {options}", p(&store)),
+            &[sql],
+        )
+    };
+    let (out, err) = common::succeeds(common::command(&query("")));
     let rows = out.lines().filter(|l| l.starts_with("| ")).count() - 1; // the header
     assert_eq!(rows, 10_000, "{err}");
     assert!(
@@ -211,16 +184,7 @@ fn the_table_format_stops_at_its_cap_and_says_so() {
         "{err}"
     );
     // csv gives every row.
-    let out = ok(&[
-        "query",
-        "--store",
-        p(&store),
-        "--table",
-        "hits",
-        "--format",
-        "csv",
-        sql,
-    ]);
+    let out = ok(&query("--format csv"));
     assert_eq!(out.lines().count(), 20_001);
 }
 
@@ -236,7 +200,10 @@ fn bad_statements_are_bad_input() {
         "SELECT \"NoSuchColumn\" FROM hits",
         "SELEC 1",
     ] {
-        fails(2, &["query", "--store", p(&store), "--table", "hits", sql]);
+        fails(
+            2,
+            &line(&format!("query --store {} --table hits", p(&store)), &[sql]),
+        );
     }
 }
 
@@ -250,15 +217,11 @@ fn bench_queries_exits_1_when_a_statement_fails() {
         "SELECT COUNT(*) FROM hits\nSELECT \"NoSuchColumn\" FROM hits\n",
     )
     .unwrap();
-    let out = common::run(&[
-        "bench-queries",
-        "--store",
+    let out = common::run(&format!(
+        "bench-queries --store {} --table hits --queries {}",
         p(&store),
-        "--table",
-        "hits",
-        "--queries",
-        p(&queries),
-    ]);
+        p(&queries)
+    ));
     assert_eq!(out.status.code(), Some(1));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("1 of 2 statements failed"), "{stdout}");
@@ -278,15 +241,11 @@ fn bench_queries_refuses_a_write_in_its_file_before_running_any() {
         ),
     )
     .unwrap();
-    let out = common::run(&[
-        "bench-queries",
-        "--store",
+    let out = common::run(&format!(
+        "bench-queries --store {} --table hits --queries {}",
         p(&store),
-        "--table",
-        "hits",
-        "--queries",
-        p(&queries),
-    ]);
+        p(&queries)
+    ));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("line 3") && err.contains("read-only"), "{err}");

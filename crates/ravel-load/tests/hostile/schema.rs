@@ -11,20 +11,12 @@ use arrow::datatypes::{Field, Int64Type, Schema};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use crate::common::{fails, ok, p, run};
+use crate::common::{fails, line, ok, p, run};
 
 /// A generated hits file of 2000 rows.
 fn generated(dir: &Path, name: &str, seed: u64) -> PathBuf {
     let out = dir.join(name);
-    ok(&[
-        "gen",
-        "--rows",
-        "2000",
-        "--seed",
-        &seed.to_string(),
-        "--out",
-        p(&out),
-    ]);
+    ok(&format!("gen --rows 2000 --seed {seed} --out {}", p(&out)));
     out
 }
 
@@ -67,28 +59,17 @@ fn schema_of(src: &Path, field: impl Fn(&Field) -> Field) -> Arc<Schema> {
 }
 
 fn load(store: &str, input: &Path) -> String {
-    ok(&[
-        "load",
-        "--store",
-        store,
-        "--table",
-        "hits",
-        "--input",
-        p(input),
-    ])
+    ok(&format!(
+        "load --store {store} --table hits --input {}",
+        p(input)
+    ))
 }
 
 fn count(store: &str) -> String {
-    ok(&[
-        "query",
-        "--store",
-        store,
-        "--table",
-        "hits",
-        "--format",
-        "csv",
-        "SELECT COUNT(*) AS n FROM hits",
-    ])
+    ok(&line(
+        &format!("query --store {store} --table hits --format csv"),
+        &["SELECT COUNT(*) AS n FROM hits"],
+    ))
 }
 
 fn manifests(store: &Path) -> Vec<PathBuf> {
@@ -153,7 +134,7 @@ fn an_all_nullable_input_loads_with_the_tables_schema_and_stays_queryable() {
             .collect();
         assert!(nullable.is_empty(), "stored nullable: {nullable:?}");
     }
-    let out = ok(&["verify", "--store", s, "--table", "hits", "--deep"]);
+    let out = ok(&format!("verify --store {s} --table hits --deep"));
     assert!(out.contains("every promise holds"), "{out}");
 }
 
@@ -191,9 +172,9 @@ fn a_null_in_a_not_null_column_is_bad_input_naming_column_and_row() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     let s = p(&store);
-    ok(&[
-        "layout", "--store", s, "--table", "hits", "schema", "set", "--hits",
-    ]);
+    ok(&format!(
+        "layout --store {s} --table hits schema set --hits"
+    ));
     let source = generated(dir.path(), "source.parquet", 3);
     let holed = dir.path().join("holed.parquet");
     let schema = schema_of(&source, |f| f.clone().with_nullable(f.name() == "UserID"));
@@ -211,15 +192,7 @@ fn a_null_in_a_not_null_column_is_bad_input_naming_column_and_row() {
 
     let err = fails(
         2,
-        &[
-            "load",
-            "--store",
-            s,
-            "--table",
-            "hits",
-            "--input",
-            p(&holed),
-        ],
+        &format!("load --store {s} --table hits --input {}", p(&holed)),
     );
     assert!(err.contains("UserID"), "{err}");
     assert!(err.contains("row 1235"), "{err}");
@@ -255,7 +228,7 @@ fn loads_that_differ_in_nullability_are_queryable_and_fail_verify() {
 
     let out = count(s);
     assert!(out.contains("4000"), "{out}");
-    let out = run(&["verify", "--store", s, "--table", "hits"]);
+    let out = run(&format!("verify --store {s} --table hits"));
     assert_eq!(out.status.code(), Some(1));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let violations: Vec<&str> = stdout
@@ -287,15 +260,10 @@ fn verify_fails_a_table_whose_loads_disagree_on_columns() {
         }
     });
     rewrite(&second, &renamed, schema, |_, _, c| c.clone());
-    ok(&[
-        "load",
-        "--store",
-        s,
-        "--table",
-        "other",
-        "--input",
-        p(&renamed),
-    ]);
+    ok(&format!(
+        "load --store {s} --table other --input {}",
+        p(&renamed)
+    ));
     for e in std::fs::read_dir(store.join("other/data")).unwrap() {
         let e = e.unwrap();
         std::fs::copy(e.path(), store.join("hits/data").join(e.file_name())).unwrap();
@@ -310,7 +278,7 @@ fn verify_fails_a_table_whose_loads_disagree_on_columns() {
         .unwrap();
     }
 
-    let out = run(&["verify", "--store", s, "--table", "hits", "--deep"]);
+    let out = run(&format!("verify --store {s} --table hits --deep"));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(
@@ -319,14 +287,10 @@ fn verify_fails_a_table_whose_loads_disagree_on_columns() {
     );
     let err = fails(
         1,
-        &[
-            "query",
-            "--store",
-            s,
-            "--table",
-            "hits",
-            "SELECT COUNT(*) FROM hits",
-        ],
+        &line(
+            &format!("query --store {s} --table hits"),
+            &["SELECT COUNT(*) FROM hits"],
+        ),
     );
     assert!(err.contains("different schemas"), "{err}");
 }
