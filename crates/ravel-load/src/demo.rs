@@ -1,4 +1,6 @@
-//! `ravel-load demo`: the main job on the embedded default (a local store, generated data).
+//! `ravel-load demo`: the main job on the embedded default (a local store, generated data),
+//! ending with what to do next: one query with its store traffic and `verify`, each shown with
+//! the command that does the same.
 
 use std::path::PathBuf;
 
@@ -74,6 +76,10 @@ pub fn run(args: DemoArgs) -> Result<()> {
         );
         anyhow::Ok(())
     })?;
+    let store_url = store_dir
+        .to_str()
+        .context("store path is not UTF-8")?
+        .to_string();
     let manifests = store_dir.join("hits/manifests");
     if std::fs::read_dir(&manifests).is_ok_and(|mut d| d.next().is_some()) {
         println!(
@@ -81,14 +87,17 @@ pub fn run(args: DemoArgs) -> Result<()> {
             manifests.display(),
             store_dir.display()
         );
-        return Ok(());
+    } else {
+        println!("\n== load");
+        load(&store_url, input)?;
     }
-    println!("\n== load");
+    next_steps(&store_url)
+}
+
+/// Loads `input` into the table `hits` of `store` with the default settings.
+fn load(store: &str, input: PathBuf) -> Result<()> {
     crate::load_cmd::run(crate::load_cmd::LoadArgs {
-        store: store_dir
-            .to_str()
-            .context("store path is not UTF-8")?
-            .to_string(),
+        store: store.to_string(),
         table: "hits".into(),
         input: vec![input],
         format: None,
@@ -104,4 +113,66 @@ pub fn run(args: DemoArgs) -> Result<()> {
         json: false,
     })?;
     Ok(())
+}
+
+/// The demo's query: the five counters with the most rows.
+const TOP_COUNTERS: &str = "SELECT \"CounterID\", COUNT(*) AS c FROM hits \
+                            GROUP BY \"CounterID\" ORDER BY c DESC LIMIT 5";
+
+/// Shows what to do with the table: runs one query with its store traffic and `verify`, each
+/// under the command that does the same, then lists those commands to copy.
+fn next_steps(store: &str) -> Result<()> {
+    let s = shell_word(store);
+    let query = format!(
+        "ravel-load query --store {s} --table hits --stats {}",
+        shell_word(TOP_COUNTERS)
+    );
+    let verify = format!("ravel-load verify --store {s} --table hits");
+    println!("\n== query: {query}");
+    crate::query_cmd::run(crate::query_cmd::QueryArgs {
+        store: store.to_string(),
+        table: "hits".into(),
+        sql: TOP_COUNTERS.into(),
+        sql_name: None,
+        format: crate::query_cmd::Format::Table,
+        stats: true,
+        no_manifest_pruning: false,
+    })?;
+    println!("\n== verify: {verify}");
+    crate::verify_cmd::run(crate::verify_cmd::VerifyArgs {
+        store: store.to_string(),
+        table: "hits".into(),
+        deep: false,
+        sample_points: 1000,
+        json: false,
+    })?;
+    println!(
+        "\n== next\n{query}\n{verify} --deep\nravel-load layout --store {s} --table hits show\n\
+         ravel-load gc --store {s} --table hits --dry-run"
+    );
+    Ok(())
+}
+
+/// `word` as one POSIX shell word: as it is when it holds only characters the shell leaves
+/// alone, else in single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_word;
+
+    #[test]
+    fn shell_words_are_quoted_only_when_needed() {
+        assert_eq!(shell_word("ravel-store"), "ravel-store");
+        assert_eq!(shell_word("/tmp/a b"), "'/tmp/a b'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word(""), "''");
+    }
 }

@@ -347,7 +347,8 @@ fn demo_generates_records_and_sets_the_hits_layout() {
     let dir = tempfile::tempdir().unwrap();
     let demo = dir.path().join("demo");
     let d = p(&demo);
-    let out = ok(&format!("demo --dir {d} --store {d}/store --rows 5000"));
+    let demo_cmd = format!("demo --dir {d} --store {d}/store --rows 5000");
+    let (out, err) = common::succeeds(common::command(&demo_cmd));
     assert!(out.contains("wrote 5000 rows"), "{out}");
     assert!(
         out.contains("\"columns\": [\n      \"EventDate\",\n      \"UserID\"\n    ]"),
@@ -372,8 +373,10 @@ fn demo_generates_records_and_sets_the_hits_layout() {
             .count()
             >= 1
     );
+    demo_ends_with_a_query_and_verify(d, &out, &err);
     // Running it again changes nothing: the layout is unchanged and the rows are not loaded twice.
-    let out = ok(&format!("demo --dir {d} --store {d}/store --rows 5000"));
+    let (out, err) = common::succeeds(common::command(&demo_cmd));
+    demo_ends_with_a_query_and_verify(d, &out, &err);
     assert!(out.contains("layout: unchanged (generation 1)"), "{out}");
     assert!(out.contains("already loaded"), "{out}");
     assert_eq!(
@@ -381,6 +384,31 @@ fn demo_generates_records_and_sets_the_hits_layout() {
             .unwrap()
             .count(),
         1
+    );
+}
+
+/// The demo's ending: a query of the top five counters with its store traffic, `verify`'s
+/// verdict, each under its command, and the commands to copy.
+fn demo_ends_with_a_query_and_verify(d: &str, out: &str, err: &str) {
+    let query = format!("ravel-load query --store {d}/store --table hits --stats 'SELECT");
+    assert!(out.contains(&format!("== query: {query}")), "{out}");
+    let header = out.lines().position(|l| l.starts_with("| CounterID | c"));
+    let rows = out.lines().skip(header.expect(out) + 2);
+    assert_eq!(rows.take_while(|l| l.starts_with("| ")).count(), 5, "{out}");
+    assert!(
+        err.contains("statement: 5 row(s)") && err.contains("objects touched"),
+        "{err}"
+    );
+    let verify = format!("ravel-load verify --store {d}/store --table hits");
+    assert!(out.contains(&format!("== verify: {verify}\n")), "{out}");
+    assert!(
+        out.contains("5000 rows") && out.contains("ok: every promise holds"),
+        "{out}"
+    );
+    let next = out.split("== next\n").nth(1).expect(out);
+    assert!(
+        next.starts_with(&query) && next.contains(&format!("{verify} --deep")),
+        "{next}"
     );
 }
 
