@@ -14,8 +14,7 @@ use ravel_testkit::S3Server;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
-mod common;
-use common::{Args, p};
+use crate::common::{self, Args, p};
 
 fn cmd(server: &S3Server, args: &(impl Args + ?Sized)) -> Command {
     let mut c = common::command(args);

@@ -1,7 +1,6 @@
 //! `ravel-load query` and `ravel-load bench-queries` on a loaded local table.
 
-mod common;
-use common::{Args, command, line, p, run, succeeds};
+use crate::common::{Args, command, line, p, run, succeeds};
 
 fn ok(args: &(impl Args + ?Sized)) -> (String, String) {
     succeeds(command(args))

@@ -10,8 +10,7 @@ use arrow::datatypes::{DataType, Field, Int32Type, Schema, TimeUnit};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-mod common;
-use common::{fails, ok, p, run};
+use crate::common::{self, fails, ok, p, run};
 
 #[test]
 fn gen_parquet_is_deterministic_and_raw() {

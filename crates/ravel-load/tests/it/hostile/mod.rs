@@ -2,9 +2,6 @@
 //! once lost data, wrote where it must not, hung, or answered wrongly, and asserts that it now
 //! refuses or holds.
 
-#[path = "../common/mod.rs"]
-mod common;
-
 mod gc_race;
 mod inputs;
 mod query;

@@ -1,0 +1,8 @@
+//! The `ravel-load` binary end to end, one test binary (each test binary links the crate's
+//! dependencies again): `cargo test -p ravel-load --test it cli::` runs one module.
+
+mod cli;
+mod common;
+mod crash;
+mod hostile;
+mod query;
