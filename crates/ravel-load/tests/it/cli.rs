@@ -10,7 +10,7 @@ use arrow::datatypes::{DataType, Field, Int32Type, Schema, TimeUnit};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use crate::common::{self, fails, ok, p, run};
+use crate::common::{self, entries, fails, ok, p, run};
 
 #[test]
 fn gen_parquet_is_deterministic_and_raw() {
@@ -360,30 +360,15 @@ fn demo_generates_records_and_sets_the_hits_layout() {
             .is_file()
     );
     assert!(out.contains("loaded 5000 rows into"), "{out}");
-    assert_eq!(
-        std::fs::read_dir(demo.join("store/hits/manifests"))
-            .unwrap()
-            .count(),
-        1
-    );
-    assert!(
-        std::fs::read_dir(demo.join("store/hits/data"))
-            .unwrap()
-            .count()
-            >= 1
-    );
+    assert_eq!(entries(&demo.join("store/hits/manifests")), 1);
+    assert!(entries(&demo.join("store/hits/data")) >= 1);
     demo_ends_with_a_query_and_verify(d, &out, &err);
     // Running it again changes nothing: the layout is unchanged and the rows are not loaded twice.
     let (out, err) = common::succeeds(common::command(&demo_cmd));
     demo_ends_with_a_query_and_verify(d, &out, &err);
     assert!(out.contains("layout: unchanged (generation 1)"), "{out}");
     assert!(out.contains("already loaded"), "{out}");
-    assert_eq!(
-        std::fs::read_dir(demo.join("store/hits/manifests"))
-            .unwrap()
-            .count(),
-        1
-    );
+    assert_eq!(entries(&demo.join("store/hits/manifests")), 1);
 }
 
 /// The demo's ending: a query of the top five counters with its store traffic, `verify`'s
@@ -489,12 +474,7 @@ fn load_tsv_and_parquet_and_refuse_bad_tsv_with_exit_2() {
         out.contains("these 4000 rows are published already"),
         "{out}"
     );
-    assert_eq!(
-        std::fs::read_dir(store.join("hits/manifests"))
-            .unwrap()
-            .count(),
-        1
-    );
+    assert_eq!(entries(&store.join("hits/manifests")), 1);
 
     let bad = dir.path().join("bad.tsv");
     let mut text = std::fs::read_to_string(&tsv).unwrap();
@@ -510,13 +490,7 @@ fn load_tsv_and_parquet_and_refuse_bad_tsv_with_exit_2() {
         err.contains("bad.tsv") && err.contains("line 2, column 2 (JavaEnable)"),
         "{err}"
     );
-    assert_eq!(
-        std::fs::read_dir(store.join("hits/manifests"))
-            .unwrap()
-            .count(),
-        1,
-        "no manifest"
-    );
+    assert_eq!(entries(&store.join("hits/manifests")), 1, "no manifest");
     let csv = dir.path().join("x.csv");
     let err = fails(
         2,
@@ -589,10 +563,7 @@ fn bad_parquet_and_empty_inputs_exit_2_and_publish_nothing() {
         "layout --store {s} --table hits schema set --from {}",
         p(&good)
     ));
-    let manifests = || match std::fs::read_dir(store.join("hits/manifests")) {
-        Ok(d) => d.count(),
-        Err(_) => 0,
-    };
+    let manifests = || entries(&store.join("hits/manifests"));
 
     // Read the good file, change it, write it back under another name.
     let bytes = bytes::Bytes::from(std::fs::read(&good).unwrap());
@@ -695,10 +666,7 @@ fn bad_parquet_and_empty_inputs_exit_2_and_publish_nothing() {
     );
 
     assert_eq!(manifests(), 0, "no load was published");
-    assert!(
-        !store.join("hits/data").exists()
-            || std::fs::read_dir(store.join("hits/data")).unwrap().count() == 0
-    );
+    assert_eq!(entries(&store.join("hits/data")), 0);
 }
 
 #[test]
@@ -719,10 +687,7 @@ fn max_bad_rows_leaves_bad_tsv_lines_out_into_a_rejects_file() {
     lines[1999].truncate(short);
     let bad = dir.path().join("bad.tsv");
     std::fs::write(&bad, lines.join("\n") + "\n").unwrap();
-    let manifests = || match std::fs::read_dir(store.join("hits/manifests")) {
-        Ok(d) => d.count(),
-        Err(_) => 0,
-    };
+    let manifests = || entries(&store.join("hits/manifests"));
 
     // One allowed, two found: the load fails, naming the second, and publishes nothing.
     let err = fails(

@@ -8,7 +8,7 @@
 //! whitespace, so paths from [`p`] can be written into a command line.
 #![allow(dead_code)] // each test module uses its own share
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// The arguments of a command line: a string is split on whitespace; a slice, array or vector
@@ -96,6 +96,21 @@ pub fn fails(code: i32, args: &(impl Args + ?Sized)) -> String {
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(code), "{:?}: {err}", args.args());
     err
+}
+
+/// The paths in the directory `dir`, sorted; none when it does not exist.
+pub fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = match std::fs::read_dir(dir) {
+        Ok(rd) => rd.map(|e| e.unwrap().path()).collect(),
+        Err(_) => Vec::new(),
+    };
+    v.sort();
+    v
+}
+
+/// How many entries the directory `dir` holds; 0 when it does not exist.
+pub fn entries(dir: &Path) -> usize {
+    files(dir).len()
 }
 
 /// The path as a `&str` (test paths are UTF-8).

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use ravel_testkit::S3Server;
+use ravel_testkit::{S3Server, StallHandle};
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -24,6 +24,36 @@ fn cmd(server: &S3Server, args: &(impl Args + ?Sized)) -> Command {
 
 fn ok(server: &S3Server, args: &(impl Args + ?Sized)) -> String {
     common::succeeds(cmd(server, args)).0
+}
+
+/// Starts the command `args` with its output captured.
+fn spawn(server: &S3Server, args: &str) -> Child {
+    cmd(server, args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Runs the load `args` until the server holds it at `stall` (`reached` says where), kills it
+/// there, and returns what the table under `prefix` holds then: no manifest.
+fn killed_at(
+    server: &S3Server,
+    prefix: &str,
+    args: &str,
+    stall: StallHandle,
+    reached: &str,
+) -> Table {
+    let child = spawn(server, args);
+    assert!(stall.wait(TIMEOUT), "{reached}");
+    kill(child);
+    server.clear_stalls();
+    let left = table(server, prefix);
+    assert!(
+        left.manifests.is_empty(),
+        "nothing published by the killed run"
+    );
+    left
 }
 
 fn generate(dir: &Path, name: &str, rows: u64, seed: u64) -> PathBuf {
@@ -65,16 +95,12 @@ struct Table {
 fn table(server: &S3Server, prefix: &str) -> Table {
     let root = server.root().join(&server.bucket).join(prefix).join("hits");
     let list = |dir: &str| -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = match std::fs::read_dir(root.join(dir)) {
-            Ok(rd) => rd.map(|e| e.unwrap().path()).collect(),
-            Err(_) => Vec::new(),
-        };
+        let mut v = common::files(&root.join(dir));
         // s3s-fs keeps its own metadata and upload files next to objects: only ours count.
         v.retain(|p| {
             p.extension()
                 .is_some_and(|e| e == "json" || e == "parquet" || e == "blooms")
         });
-        v.sort();
         v
     };
     let manifests = list("manifests")
@@ -185,18 +211,12 @@ fn killed_while_uploading_then_rerun_loads_every_row_once() {
     let args = load_args(&url, &input);
     // The server takes three objects, then hangs on the fourth.
     let stall = server.stall(http::Method::PUT, "/up/hits/data/", 3);
-    let child = cmd(&server, &args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    assert!(stall.wait(TIMEOUT), "the load reached its fourth upload");
-    kill(child);
-    server.clear_stalls();
-    let left = table(&server, "up");
-    assert!(
-        left.manifests.is_empty(),
-        "nothing published by the killed run"
+    let left = killed_at(
+        &server,
+        "up",
+        &args,
+        stall,
+        "the load reached its fourth upload",
     );
     assert_eq!(left.objects.len(), 3, "{:?}", left.objects);
     rerun_and_check(&server, "up", &args, 60_000, &left.objects);
@@ -215,16 +235,7 @@ fn killed_between_the_last_object_and_the_manifest_then_rerun_loads_every_row_on
     let url = hits_table(&server, "mf");
     let args = load_args(&url, &input);
     let stall = server.stall(http::Method::PUT, "/mf/hits/manifests/", 0);
-    let child = cmd(&server, &args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    assert!(stall.wait(TIMEOUT), "the load reached its manifest");
-    kill(child);
-    server.clear_stalls();
-    let left = table(&server, "mf");
-    assert!(left.manifests.is_empty());
+    let left = killed_at(&server, "mf", &args, stall, "the load reached its manifest");
     assert!(left.objects.len() >= 4, "{:?}", left.objects);
     rerun_and_check(&server, "mf", &args, 60_000, &left.objects);
     let t = table(&server, "mf");
@@ -272,11 +283,7 @@ fn killed_while_reading_then_rerun_loads_every_row_once() {
         });
         (thread, written_rx, close_tx)
     };
-    let child = cmd(&server, &args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn(&server, &args);
     // Half the input, cut mid-line; write_all returns once the load has taken most of it.
     let (writer, written, close) = feed(tsv[..tsv.len() / 2].to_vec());
     written.recv_timeout(TIMEOUT).unwrap();
@@ -307,13 +314,7 @@ fn concurrent_loaders_of_different_inputs_all_become_visible() {
     // Three loaders at once, as three machines each with a share of the files would run.
     let children: Vec<Child> = inputs
         .iter()
-        .map(|input| {
-            cmd(&server, &load_args(&url, input))
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
+        .map(|input| spawn(&server, &load_args(&url, input)))
         .collect();
     let mut load_ids = Vec::new();
     for c in children {

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{fails, ok, p, run};
+use crate::common::{fails, files, ok, p, run};
 
 /// A local store with the hits table's schema and layout set.
 fn hits_store(dir: &Path) -> PathBuf {
@@ -30,15 +30,6 @@ fn load(store: &Path, input: &Path) -> serde_json::Value {
         p(input)
     )))
     .unwrap()
-}
-
-fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = match std::fs::read_dir(dir) {
-        Ok(rd) => rd.map(|e| e.unwrap().path()).collect(),
-        Err(_) => Vec::new(),
-    };
-    v.sort();
-    v
 }
 
 fn gc_now(store: &Path) -> String {

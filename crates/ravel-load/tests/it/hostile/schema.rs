@@ -11,7 +11,7 @@ use arrow::datatypes::{Field, Int64Type, Schema};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use crate::common::{fails, line, ok, p, run};
+use crate::common::{fails, files, line, ok, p, run};
 
 /// A generated hits file of 2000 rows.
 fn generated(dir: &Path, name: &str, seed: u64) -> PathBuf {
@@ -73,12 +73,7 @@ fn count(store: &str) -> String {
 }
 
 fn manifests(store: &Path) -> Vec<PathBuf> {
-    let Ok(dir) = std::fs::read_dir(store.join("hits/manifests")) else {
-        return Vec::new();
-    };
-    let mut out: Vec<PathBuf> = dir.map(|e| e.unwrap().path()).collect();
-    out.sort();
-    out
+    files(&store.join("hits/manifests"))
 }
 
 /// Every stored object's Arrow schema.
