@@ -14,7 +14,8 @@ use ravel_hits::{GenOptions, Generator};
 use ravel_layout::ClusteringOrder;
 use ravel_loader::READ_BATCH_ROWS;
 use ravel_loader::kernels::{encode_objects, gather};
-// The same memcmp/bcmp as ravel-load.
+// The same memcmp/bcmp as ravel-load (feature `memcmp`).
+#[cfg(all(feature = "memcmp", target_arch = "x86_64", target_os = "linux"))]
 use ravel_memcmp as _;
 
 const RUN_ROWS: u64 = 1_000_000;

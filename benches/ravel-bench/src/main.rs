@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-// The same memcmp/bcmp as ravel-load, so that measurements match the product.
+// The same memcmp/bcmp as ravel-load (feature `memcmp`), so that in-process timings match the
+// product.
+#[cfg(all(feature = "memcmp", target_arch = "x86_64", target_os = "linux"))]
 use ravel_memcmp as _;
 
 use anyhow::{Context, Result, bail};

@@ -13,7 +13,9 @@ mod verify_cmd;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-// This binary's memcmp/bcmp: see the crate's docs for the measurement behind it.
+// This binary's memcmp/bcmp (feature `memcmp`, default on x86_64 Linux): see the crate's docs
+// for the measurement behind it.
+#[cfg(all(feature = "memcmp", target_arch = "x86_64", target_os = "linux"))]
 use ravel_memcmp as _;
 
 use anyhow::Result;

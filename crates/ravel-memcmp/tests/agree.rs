@@ -1,6 +1,9 @@
 //! The crate's memcmp and bcmp agree with a byte-by-byte reference on every length, prefix and
 //! difference position. (In this test binary the crate's symbols are the process's memcmp.)
 
+// The crate is empty off x86_64 Linux.
+#![cfg(all(target_arch = "x86_64", target_os = "linux"))]
+
 use proptest::prelude::*;
 
 fn reference(a: &[u8], b: &[u8]) -> i32 {
@@ -71,5 +74,71 @@ proptest! {
         prop_assert_eq!(m, reference(&x, &y));
         prop_assert_eq!(e == 0, x == y);
         prop_assert_eq!(x.cmp(&y), reference(&x, &y).cmp(&0));
+    }
+}
+
+/// glibc's own `memcmp` and `bcmp`, found past this binary's (which are the crate's).
+mod glibc {
+    use std::ffi::{c_char, c_void};
+
+    type Cmp = unsafe extern "C" fn(*const u8, *const u8, usize) -> i32;
+
+    unsafe extern "C" {
+        fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
+    }
+
+    /// glibc's `RTLD_NEXT`: the next object in search order after this one.
+    const RTLD_NEXT: *mut c_void = -1isize as *mut c_void;
+
+    fn next(symbol: &std::ffi::CStr) -> Cmp {
+        // SAFETY: dlsym with a NUL-terminated name; the result is checked for null and is a
+        // C function of memcmp's signature.
+        unsafe {
+            let f = dlsym(RTLD_NEXT, symbol.as_ptr());
+            assert!(!f.is_null(), "glibc has no {symbol:?}");
+            std::mem::transmute::<*mut c_void, Cmp>(f)
+        }
+    }
+
+    /// glibc's (memcmp sign, bcmp != 0) for two slices of one length.
+    pub fn cmp(a: &[u8], b: &[u8]) -> (i32, bool) {
+        assert_eq!(a.len(), b.len());
+        let (memcmp, bcmp) = (next(c"memcmp"), next(c"bcmp"));
+        assert_ne!(
+            memcmp as *const (),
+            ravel_memcmp::memcmp as *const (),
+            "found the crate's own"
+        );
+        // SAFETY: both slices hold `len` bytes.
+        unsafe {
+            (
+                memcmp(a.as_ptr(), b.as_ptr(), a.len()).signum(),
+                bcmp(a.as_ptr(), b.as_ptr(), a.len()) != 0,
+            )
+        }
+    }
+}
+
+#[test]
+fn long_values_agree_with_glibc() {
+    // 1 MiB and 1 MiB + 3 (a tail shorter than one eight-byte step), as long URLs are.
+    for n in [1 << 20, (1 << 20) + 3] {
+        let a: Vec<u8> = (0..n).map(|i| (i * 31 % 253) as u8).collect();
+        assert_eq!(ours(&a, &a), (0, 0), "equal, n={n}");
+        assert_eq!(glibc::cmp(&a, &a), (0, false), "glibc equal, n={n}");
+        for pos in [0, n / 2, n - 4, n - 1] {
+            for delta in [1u8, 0x80, 0xff] {
+                let mut b = a.clone();
+                b[pos] = b[pos].wrapping_add(delta);
+                let (m, e) = ours(&a, &b);
+                let (gm, ge) = glibc::cmp(&a, &b);
+                assert_eq!(m, gm, "memcmp, n={n} pos={pos} delta={delta}");
+                assert_eq!(m, reference(&a, &b), "n={n} pos={pos} delta={delta}");
+                assert!(e != 0 && ge, "bcmp, n={n} pos={pos}");
+                // Swapped operands flip the sign, as glibc's do.
+                assert_eq!(ours(&b, &a).0, -m, "swapped, n={n} pos={pos}");
+                assert_eq!(glibc::cmp(&b, &a).0, -m, "glibc swapped, n={n} pos={pos}");
+            }
+        }
     }
 }
