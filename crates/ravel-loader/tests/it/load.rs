@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use arrow::array::RecordBatch;
-use arrow::compute::{concat_batches, sort_to_indices, take_record_batch};
+use arrow::compute::concat_batches;
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -13,6 +13,8 @@ use ravel_hits::{Convention, GenOptions, generate};
 use ravel_layout::{ClusteringOrder, is_text};
 use ravel_loader::{LoadOptions, Loader, Manifest};
 use ravel_store::Store;
+
+use crate::common::by_watch_id;
 
 fn options(object_bytes: u64) -> LoadOptions {
     LoadOptions {
@@ -23,11 +25,6 @@ fn options(object_bytes: u64) -> LoadOptions {
         max_flush_delay: Duration::from_secs(3600),
         zstd_level: 3,
     }
-}
-
-fn by_watch_id(b: &RecordBatch) -> RecordBatch {
-    let idx = sort_to_indices(b.column_by_name("WatchID").unwrap(), None, None).unwrap();
-    take_record_batch(b, &idx).unwrap()
 }
 
 async fn read_object(store: &Store, key: &str) -> (bytes::Bytes, RecordBatch) {

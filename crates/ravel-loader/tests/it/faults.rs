@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arrow::array::RecordBatch;
-use arrow::compute::{concat_batches, sort_to_indices, take_record_batch};
+use arrow::compute::concat_batches;
 use futures::TryStreamExt;
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
@@ -24,6 +24,8 @@ use ravel_loader::{LoadError, LoadOptions, Loader, Manifest};
 use ravel_store::Store;
 use ravel_testkit::{FaultStore, S3Server};
 
+use crate::common::by_watch_id;
+
 fn options() -> LoadOptions {
     LoadOptions {
         object_bytes: 600_000,
@@ -33,11 +35,6 @@ fn options() -> LoadOptions {
         max_flush_delay: Duration::from_secs(3600),
         zstd_level: 1,
     }
-}
-
-fn by_watch_id(b: &RecordBatch) -> RecordBatch {
-    let idx = sort_to_indices(b.column_by_name("WatchID").unwrap(), None, None).unwrap();
-    take_record_batch(b, &idx).unwrap()
 }
 
 async fn set_hits_layout(store: &Store) {
