@@ -138,23 +138,53 @@ impl Filter {
     }
 }
 
-/// Sections of a sidecar, one per column: `(column, offset, length)`.
-pub type Sections = Vec<(String, u64, u64)>;
+/// One column's filters in a sidecar: one per object, every column with the same objects in
+/// the same order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ColumnFilters {
+    /// The column.
+    pub column: String,
+    /// Each object's filter in the form [`from_object`] gives (empty: no filter).
+    pub filters: Vec<Vec<u8>>,
+}
 
-/// Writes a sidecar: `columns` are `(name, one filter per object)`, every column with the same
-/// objects in the same order.
-pub fn encode_sidecar(columns: &[(String, Vec<Vec<u8>>)]) -> (Vec<u8>, Sections) {
-    let mut out = MAGIC.to_vec();
+/// Where one column's filters sit in an encoded sidecar.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SidecarSection {
+    /// The column.
+    pub column: String,
+    /// Byte offset of the section in the sidecar.
+    pub offset: u64,
+    /// Byte length of the section.
+    pub len: u64,
+}
+
+/// A sidecar's bytes and the section of each column, in the order the columns were given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodedSidecar {
+    /// The sidecar, starting with its magic.
+    pub bytes: Vec<u8>,
+    /// One section per column.
+    pub sections: Vec<SidecarSection>,
+}
+
+/// Writes a sidecar of `columns`.
+pub fn encode_sidecar(columns: &[ColumnFilters]) -> EncodedSidecar {
+    let mut bytes = MAGIC.to_vec();
     let mut sections = Vec::with_capacity(columns.len());
-    for (name, filters) in columns {
-        let offset = out.len() as u64;
+    for ColumnFilters { column, filters } in columns {
+        let offset = bytes.len() as u64;
         for f in filters {
-            out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-            out.extend_from_slice(f);
+            bytes.extend_from_slice(&(f.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(f);
         }
-        sections.push((name.clone(), offset, out.len() as u64 - offset));
+        sections.push(SidecarSection {
+            column: column.clone(),
+            offset,
+            len: bytes.len() as u64 - offset,
+        });
     }
-    (out, sections)
+    EncodedSidecar { bytes, sections }
 }
 
 /// Reads one section of a sidecar: the filters of `objects` objects.
@@ -302,21 +332,26 @@ mod tests {
             Arc::new(StringArray::from(vec![None::<&str>])) as ArrayRef,
         )]);
         let (fa, fb, fnull) = (ab[0].clone(), c[0].clone(), nothing[0].clone());
-        let (bytes, sections) = encode_sidecar(&[
-            ("URL".into(), vec![fa, fb.clone()]),
-            ("Title".into(), vec![fnull, fb]),
+        let column = |name: &str, filters| ColumnFilters {
+            column: name.into(),
+            filters,
+        };
+        let EncodedSidecar { bytes, sections } = encode_sidecar(&[
+            column("URL", vec![fa, fb.clone()]),
+            column("Title", vec![fnull, fb]),
         ]);
         assert_eq!(&bytes[..8], MAGIC);
-        let (_, off, len) = &sections[0];
-        let s = decode_section(&bytes[*off as usize..(*off + *len) as usize], 2).unwrap();
+        let at = |s: &SidecarSection| &bytes[s.offset as usize..(s.offset + s.len) as usize];
+        assert_eq!(sections[0].column, "URL");
+        let s = decode_section(at(&sections[0]), 2).unwrap();
         assert!(s[0].may_contain(b"a") && s[0].may_contain(b"b"));
         assert!(s[1].may_contain(b"c"));
-        let (_, off, len) = &sections[1];
-        let t = decode_section(&bytes[*off as usize..(*off + *len) as usize], 2).unwrap();
+        assert_eq!(sections[1].column, "Title");
+        let t = decode_section(at(&sections[1]), 2).unwrap();
         assert!(!t[0].may_contain(b"c"));
         assert!(t[1].may_contain(b"c"));
         // A wrong object count or a cut section is an error, not a silent miss.
-        let sec = &bytes[*off as usize..(*off + *len) as usize];
+        let sec = at(&sections[1]);
         assert!(decode_section(sec, 3).is_err());
         assert!(decode_section(&sec[..sec.len() - 1], 2).is_err());
     }

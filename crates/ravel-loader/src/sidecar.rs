@@ -1,6 +1,7 @@
 //! The Bloom sidecar of a load: each object's filter of each Bloom column, kept per column as
 //! the sidecar lays them out, stored as one content-addressed object beside the objects.
 
+use ravel_bloom::{ColumnFilters, EncodedSidecar, SidecarSection};
 use ravel_manifest::{BloomIndex, Section};
 
 use crate::LoadError;
@@ -9,23 +10,29 @@ use crate::upload::{Put, Uploader};
 /// The filters of a load's objects, per column, in manifest order.
 #[derive(Debug, Default)]
 pub struct BloomSidecar {
-    /// `(column, one filter per object)`, as [`ravel_bloom::encode_sidecar`] takes them.
-    columns: Vec<(String, Vec<Vec<u8>>)>,
+    /// Each column's filters, as [`ravel_bloom::encode_sidecar`] takes them.
+    columns: Vec<ColumnFilters>,
 }
 
 impl BloomSidecar {
     /// A sidecar of these columns (see [`crate::RunEncoder::bloom_column_names`]).
     pub fn new(columns: Vec<String>) -> BloomSidecar {
         BloomSidecar {
-            columns: columns.into_iter().map(|c| (c, Vec::new())).collect(),
+            columns: columns
+                .into_iter()
+                .map(|column| ColumnFilters {
+                    column,
+                    filters: Vec::new(),
+                })
+                .collect(),
         }
     }
 
     /// Adds the next object's filters, one per column in column order.
     pub fn push(&mut self, filters: Vec<Vec<u8>>) {
         debug_assert_eq!(filters.len(), self.columns.len(), "a filter per column");
-        for ((_, per_object), filter) in self.columns.iter_mut().zip(filters) {
-            per_object.push(filter);
+        for (column, filter) in self.columns.iter_mut().zip(filters) {
+            column.filters.push(filter);
         }
     }
 
@@ -40,7 +47,7 @@ impl BloomSidecar {
         if self.columns.is_empty() {
             return Ok(None);
         }
-        let (bytes, sections) = ravel_bloom::encode_sidecar(&self.columns);
+        let EncodedSidecar { bytes, sections } = ravel_bloom::encode_sidecar(&self.columns);
         let size = bytes.len() as u64;
         let Put { path, .. } = uploader
             .put_content_addressed("blooms", bytes::Bytes::from(bytes))
@@ -52,7 +59,13 @@ impl BloomSidecar {
             fpp,
             columns: sections
                 .into_iter()
-                .map(|(name, offset, len)| (name, Section { offset, len }))
+                .map(
+                    |SidecarSection {
+                         column,
+                         offset,
+                         len,
+                     }| (column, Section { offset, len }),
+                )
                 .collect(),
         }))
     }
