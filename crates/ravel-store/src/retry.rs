@@ -6,7 +6,9 @@
 //! ([`RetryStore::with_client_retries`]) a request's own error is final: repeating it would
 //! only multiply the client's time to fail on a dead endpoint. [`RetryStore`] retries what no
 //! HTTP retry sees, once an answer has begun: a body that ends short of its announced range or
-//! breaks after the headers, a listing that breaks after its first entries. Over any other
+//! breaks after the headers, a listing that breaks after its first entries. It also repeats a
+//! conditional put whose connection broke or timed out while it was under way: the client
+//! gives those up at once, as it cannot know that a repeat is safe. Over any other
 //! store (a local directory, a test's fault injector) it retries every transient
 //! (`Error::Generic`) failure. The requests this project makes are all safe to repeat:
 //!
@@ -27,10 +29,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::stream::{BoxStream, StreamExt, TryStreamExt};
+use object_store::client::{HttpError, HttpErrorKind};
 use object_store::path::Path;
 use object_store::{
     CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
-    ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
+    ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
 };
 
 /// How often and how patiently to retry.
@@ -59,6 +62,16 @@ impl Default for RetryPolicy {
 /// The store name of the errors [`RetryStore`] makes of a body or listing broken after its
 /// answer began.
 const BROKEN_ANSWER: &str = "RetryStore";
+
+/// Which transport failures of a request the HTTP client repeats by itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClientRepeats {
+    /// All of them: the client takes the request as safe to repeat (gets, lists, plain puts).
+    All,
+    /// Only those before the request was sent: one broken or timed out while under way (a
+    /// conditional put) is given up at once.
+    UnsentOnly,
+}
 
 /// Whether an error is a fault worth repeating the request for.
 pub fn is_transient(e: &object_store::Error) -> bool {
@@ -142,15 +155,34 @@ impl<T: ObjectStore> RetryStore<T> {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<R>>,
     {
-        retry(&self.limits, what, location, op).await
+        retry(&self.limits, Request::new(what, location), op).await
     }
 }
 
-async fn retry<R, F, Fut>(limits: &Limits, what: &str, location: &str, mut op: F) -> Result<R>
+/// A request as [`retry`] names it and what its client repeats of it.
+#[derive(Debug, Clone, Copy)]
+struct Request<'a> {
+    what: &'a str,
+    location: &'a str,
+    client_repeats: ClientRepeats,
+}
+
+impl<'a> Request<'a> {
+    fn new(what: &'a str, location: &'a str) -> Self {
+        Request {
+            what,
+            location,
+            client_repeats: ClientRepeats::All,
+        }
+    }
+}
+
+async fn retry<R, F, Fut>(limits: &Limits, request: Request<'_>, mut op: F) -> Result<R>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<R>>,
 {
+    let Request { what, location, .. } = request;
     let policy = limits.policy;
     let started = std::time::Instant::now();
     let mut wait = policy.first_backoff;
@@ -159,7 +191,8 @@ where
         match op().await {
             Err(e) if is_transient(&e) => {
                 let in_budget = limits.budget.is_none_or(|b| started.elapsed() < b);
-                if attempt >= policy.attempts || !in_budget || limits.retried_by_client(&e) {
+                let final_answer = limits.retried_by_client(&e, request.client_repeats);
+                if attempt >= policy.attempts || !in_budget || final_answer {
                     return Err(limits.gave_up(what, location, attempt, started, e));
                 }
                 tracing::warn!(%location, attempt, error = %e, "{what} failed; retrying");
@@ -173,9 +206,12 @@ where
 }
 
 impl Limits {
-    /// True for an error of the HTTP client's own request, which its retries have had.
-    fn retried_by_client(&self, e: &object_store::Error) -> bool {
-        matches!(e, object_store::Error::Generic { store, .. } if Some(*store) == self.client)
+    /// True for an error of the HTTP client's own request that its retries have had: any,
+    /// except a transport interrupted under way when the client repeats only unsent requests.
+    fn retried_by_client(&self, e: &object_store::Error, repeats: ClientRepeats) -> bool {
+        let of_client =
+            matches!(e, object_store::Error::Generic { store, .. } if Some(*store) == self.client);
+        of_client && !(repeats == ClientRepeats::UnsentOnly && interrupted_under_way(e))
     }
 
     /// The error of a request given up: `e` itself, or (with an endpoint to name) `e` under a
@@ -206,6 +242,21 @@ impl Limits {
             }),
         }
     }
+}
+
+/// Whether `e` comes from an HTTP transport broken or timed out after the request began.
+fn interrupted_under_way(e: &object_store::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(http) = s.downcast_ref::<HttpError>() {
+            return matches!(
+                http.kind(),
+                HttpErrorKind::Interrupted | HttpErrorKind::Timeout
+            );
+        }
+        source = s.source();
+    }
+    false
 }
 
 impl<T: ObjectStore> fmt::Display for RetryStore<T> {
@@ -299,7 +350,15 @@ impl<T: ObjectStore> ObjectStore for RetryStore<T> {
         payload: PutPayload,
         opts: PutOptions,
     ) -> Result<PutResult> {
-        self.retry("put", location.as_ref(), || {
+        let client_repeats = match opts.mode {
+            PutMode::Overwrite => ClientRepeats::All,
+            PutMode::Create | PutMode::Update(_) => ClientRepeats::UnsentOnly,
+        };
+        let request = Request {
+            client_repeats,
+            ..Request::new("put", location.as_ref())
+        };
+        retry(&self.limits, request, || {
             self.inner.put_opts(location, payload.clone(), opts.clone())
         })
         .await
@@ -337,7 +396,7 @@ impl<T: ObjectStore> ObjectStore for RetryStore<T> {
         let shown = prefix.as_ref().map_or(String::new(), |p| p.to_string());
         let (inner, limits) = (self.inner.clone(), self.limits.clone());
         let listing = async move {
-            retry(&limits, "list", &shown, || {
+            retry(&limits, Request::new("list", &shown), || {
                 list_whole(&*inner, prefix.as_ref())
             })
             .await
@@ -375,25 +434,32 @@ mod tests {
 
     use super::*;
 
-    /// Counts the gets and listings that reach `inner`; the first `short` gets answer half of
-    /// their body, the first `broken` listings fail after their first entry.
+    /// Counts the puts, gets and listings that reach `inner`; the first `short` gets answer
+    /// half of their body, the first `broken` listings fail after their first entry, the first
+    /// `cut` puts fail as the S3 client fails them with a transport error of kind `cut_kind`.
     #[derive(Debug)]
     struct Counted<T> {
         inner: T,
+        puts: AtomicU32,
         gets: AtomicU32,
         lists: AtomicU32,
         short: u32,
         broken: u32,
+        cut: u32,
+        cut_kind: HttpErrorKind,
     }
 
     impl<T> Counted<T> {
         fn new(inner: T) -> Counted<T> {
             Counted {
                 inner,
+                puts: AtomicU32::new(0),
                 gets: AtomicU32::new(0),
                 lists: AtomicU32::new(0),
                 short: 0,
                 broken: 0,
+                cut: 0,
+                cut_kind: HttpErrorKind::Interrupted,
             }
         }
     }
@@ -415,6 +481,14 @@ mod tests {
     #[async_trait]
     impl<T: ObjectStore> ObjectStore for Counted<T> {
         async fn put_opts(&self, l: &Path, p: PutPayload, o: PutOptions) -> Result<PutResult> {
+            let n = self.puts.fetch_add(1, Ordering::SeqCst) + 1;
+            if n <= self.cut {
+                let broken = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+                return Err(object_store::Error::Generic {
+                    store: crate::s3::S3_CLIENT,
+                    source: Box::new(HttpError::new(self.cut_kind, broken)),
+                });
+            }
             self.inner.put_opts(l, p, o).await
         }
 
@@ -557,5 +631,44 @@ mod tests {
             .unwrap();
         assert_eq!(listed.len(), 3);
         assert_eq!(store.inner.lists.load(Ordering::SeqCst), 3);
+    }
+
+    /// A put cut off under way: what the client gives up at once for a conditional put is
+    /// repeated, what it repeats itself (a plain put, or a connection never made) is not.
+    #[tokio::test]
+    async fn a_conditional_put_cut_under_way_is_repeated() {
+        let cut = |kind| Counted {
+            cut: 1,
+            cut_kind: kind,
+            ..Counted::new(InMemory::new())
+        };
+        let over = |c| RetryStore::new(c, policy()).with_client_retries(crate::s3::S3_CLIENT);
+        let (k, bytes) = (Path::from("t/a"), PutPayload::from("0123456789"));
+        let create = PutOptions::from(PutMode::Create);
+
+        let store = over(cut(HttpErrorKind::Interrupted));
+        store
+            .put_opts(&k, bytes.clone(), create.clone())
+            .await
+            .unwrap();
+        assert_eq!(store.inner.puts.load(Ordering::SeqCst), 2);
+        let stored = store.get(&k).await.unwrap().bytes().await.unwrap();
+        assert_eq!(&stored[..], b"0123456789");
+
+        let store = over(cut(HttpErrorKind::Timeout));
+        store
+            .put_opts(&k, bytes.clone(), create.clone())
+            .await
+            .unwrap();
+        assert_eq!(store.inner.puts.load(Ordering::SeqCst), 2);
+
+        let store = over(cut(HttpErrorKind::Interrupted));
+        let plain = store.put(&k, bytes.clone()).await.unwrap_err();
+        assert!(interrupted_under_way(&plain), "{plain}");
+        assert_eq!(store.inner.puts.load(Ordering::SeqCst), 1);
+
+        let store = over(cut(HttpErrorKind::Connect));
+        store.put_opts(&k, bytes, create).await.unwrap_err();
+        assert_eq!(store.inner.puts.load(Ordering::SeqCst), 1);
     }
 }
