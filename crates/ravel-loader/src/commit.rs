@@ -56,8 +56,8 @@ impl Committer {
     }
 
     /// Asks the store for every object and the sidecar `manifest` lists (a few at a time): each
-    /// must be there with its recorded size. The loader no longer holds the bytes of an
-    /// uploaded object, so a missing one fails the load; its rerun stores it again.
+    /// must be there with its recorded size. The loader keeps no bytes of an uploaded object,
+    /// so a missing one fails the load; its rerun stores it again.
     pub async fn check_stored(&self, manifest: &Manifest) -> Result<(), LoadError> {
         use futures::{StreamExt, TryStreamExt};
         let listed = manifest

@@ -595,8 +595,8 @@ mod tests {
     use arrow::array::{BinaryArray, Int64Array};
     use std::sync::Arc;
 
-    /// The sidecar's filters handed over by the writer are the bytes the old path read back
-    /// out of each encoded object, for every Bloom column type (FixedSizeBinary read back).
+    /// The sidecar's filters handed over by the writer are the bytes each encoded object
+    /// stores, for every Bloom column type (FixedSizeBinary's are read back).
     #[test]
     fn handed_over_bloom_filters_are_the_ones_the_object_stores() {
         use arrow::array::{FixedSizeBinaryArray, LargeStringArray, StringArray, StringViewArray};
