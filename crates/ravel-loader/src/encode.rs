@@ -11,7 +11,7 @@ use ravel_layout::{ClusteringOrder, Layout};
 
 use crate::LoadError;
 use crate::gather::gather_consuming;
-use crate::object::{CutSettings, EncodedObject, Run, cut_run, writer_properties};
+use crate::object::{CutSettings, EncodedObject, Run, RunProperties, cut_run, writer_properties};
 
 /// What a run encoder's objects are made with, fixed for a load.
 #[derive(Debug, Clone)]
@@ -139,8 +139,10 @@ impl RunEncoder {
         let t = Instant::now();
         // Encoding starts with the dictionary trials that choose the writer settings.
         let s = &self.settings;
-        let (props, bytes_per_row) =
-            writer_properties(&s.layout, run, s.zstd_level, s.object_bytes)?;
+        let RunProperties {
+            props,
+            bytes_per_row,
+        } = writer_properties(&s.layout, run, s.zstd_level, s.object_bytes)?;
         let cut = CutSettings {
             order: self.order.as_ref(),
             range_columns: &self.range_columns,

@@ -6,7 +6,7 @@ use arrow::datatypes::SchemaRef;
 use ravel_layout::Layout;
 
 use crate::LoadError;
-use crate::object::{CutSettings, Run, cut_run, writer_properties};
+use crate::object::{CutSettings, Run, RunProperties, cut_run, writer_properties};
 
 /// The rows of `batches` in `order` (`(batch, row)` pairs, as
 /// [`ravel_layout::ClusteringOrder::merge_order`] returns them), gathered as a sorted run is:
@@ -29,7 +29,10 @@ pub fn encode_objects(
     object_bytes: u64,
 ) -> Result<Vec<usize>, LoadError> {
     let run = Run::new(batch.schema(), vec![batch]);
-    let (props, bytes_per_row) = writer_properties(layout, &run, zstd_level, object_bytes)?;
+    let RunProperties {
+        props,
+        bytes_per_row,
+    } = writer_properties(layout, &run, zstd_level, object_bytes)?;
     let settings = CutSettings {
         order: None,
         range_columns: &[],

@@ -5,7 +5,7 @@ use arrow::array::{Array, ArrayRef, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::{KeyValue, ParquetMetaData, SortingColumn};
-use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterPropertiesBuilder};
 use parquet::schema::types::ColumnPath;
 use ravel_encode::ParallelWriter;
 use ravel_layout::{ClusteringOrder, Layout};
@@ -49,9 +49,12 @@ const DICTIONARY_TRIAL_ROWS: usize = 32_768;
 ///
 /// Returns whether the dictionary won and the winner's size in bytes (which also predicts an
 /// object's stored size per row).
-fn trial(window: &[ArrayRef], compression: Compression) -> Result<(bool, usize), LoadError> {
+fn trial(window: &[ArrayRef], compression: Compression) -> Result<Trial, LoadError> {
     let Some(first) = window.first() else {
-        return Ok((false, 0));
+        return Ok(Trial {
+            dictionary: false,
+            bytes: 0,
+        });
     };
     let field = arrow::datatypes::Field::new("c", first.data_type().clone(), true);
     let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(vec![field]));
@@ -71,11 +74,17 @@ fn trial(window: &[ArrayRef], compression: Compression) -> Result<(bool, usize),
         Ok(w.into_inner()?.len())
     };
     let (with, without) = (size(true)?, size(false)?);
-    Ok(if with < without {
-        (true, with)
-    } else {
-        (false, without)
+    Ok(Trial {
+        dictionary: with < without,
+        bytes: with.min(without),
     })
+}
+
+/// A column's dictionary trial: whether the dictionary won, and the winner's bytes.
+#[derive(Debug, Clone, Copy)]
+struct Trial {
+    dictionary: bool,
+    bytes: usize,
 }
 
 /// A run: its rows in the order they are written (a sorted run is its gathered batches; an
@@ -154,56 +163,90 @@ impl Run {
     }
 }
 
-/// Writer properties of the objects cut from one sorted run.
+/// The writer settings of the objects cut from one sorted run.
+#[derive(Debug, Clone)]
+pub(crate) struct RunProperties {
+    pub props: WriterProperties,
+    /// The stored bytes a row costs, as the run's dictionary trials measured them.
+    pub bytes_per_row: f64,
+}
+
+/// Writer properties of the objects cut from one sorted run: zstd, page statistics, each
+/// column's dictionary by trial, Bloom filters on the layout's scope, the sorting column and
+/// the layout's metadata.
 pub(crate) fn writer_properties(
     layout: &Layout,
     run: &Run,
     zstd_level: i32,
     object_bytes: u64,
-) -> Result<(WriterProperties, f64), LoadError> {
+) -> Result<RunProperties, LoadError> {
     use rayon::prelude::*;
     let dictionary_limit = (object_bytes as usize / 2).max(1 << 20);
     let schema = run.schema.as_ref();
+    let compression = Compression::ZSTD(ZstdLevel::try_new(zstd_level)?);
     let mut b = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(zstd_level)?))
+        .set_compression(compression)
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_max_row_group_row_count(None)
         .set_bloom_filter_enabled(false);
-    let compression = Compression::ZSTD(ZstdLevel::try_new(zstd_level)?);
     let len = DICTIONARY_TRIAL_ROWS.min(run.num_rows());
     let start = (run.num_rows() - len) / 2;
     let trials = (0..schema.fields().len())
         .into_par_iter()
         .map(|c| trial(&run.window(c, start, len), compression))
-        .collect::<Result<Vec<(bool, usize)>, _>>()?;
-    // The stored bytes a row costs, as the trial encodings measured them.
-    let bytes_per_row = trials.iter().map(|t| t.1).sum::<usize>() as f64 / len.max(1) as f64;
-    for (field, (dictionary, _)) in schema.fields().iter().zip(trials) {
+        .collect::<Result<Vec<Trial>, _>>()?;
+    let bytes_per_row = trials.iter().map(|t| t.bytes).sum::<usize>() as f64 / len.max(1) as f64;
+    for (field, trial) in schema.fields().iter().zip(trials) {
         let path = ColumnPath::from(field.name().as_str());
-        b = if dictionary {
+        b = if trial.dictionary {
             // The whole column chunk may use its dictionary: no fallback to plain half-way.
             b.set_column_dictionary_page_size_limit(path, dictionary_limit)
         } else {
             b.set_column_dictionary_enabled(path, false)
         };
     }
-    // A Bloom filter is allocated for `max_ndv` distinct values and folded down to the
-    // object's actual distinct count at the layout's fpp when the column closes. An object
-    // holds about `object_bytes / bytes_per_row` rows; twice that bounds its distinct values
-    // without allocating (and folding) filters sized for the whole run.
-    let object_rows = if bytes_per_row > 0.0 {
-        2.0 * object_bytes as f64 / bytes_per_row
+    b = with_blooms(b, layout, run, object_bytes as f64 / bytes_per_row);
+    b = with_layout_metadata(b, layout, schema);
+    Ok(RunProperties {
+        props: b.build(),
+        bytes_per_row,
+    })
+}
+
+/// Bloom filters on the layout's scope columns. A filter is allocated for `max_ndv` distinct
+/// values and folded down to the object's actual distinct count at the layout's fpp when the
+/// column closes. An object holds about `rows_per_object` rows; twice that bounds its distinct
+/// values without allocating (and folding) filters sized for the whole run.
+fn with_blooms(
+    b: WriterPropertiesBuilder,
+    layout: &Layout,
+    run: &Run,
+    rows_per_object: f64,
+) -> WriterPropertiesBuilder {
+    let object_rows = if rows_per_object.is_finite() {
+        2.0 * rows_per_object
     } else {
         f64::INFINITY
     };
     let bloom_ndv = (run.num_rows() as f64).min(object_rows) as u64;
-    for name in layout.bloom.scope.columns(schema) {
+    let mut b = b;
+    for name in layout.bloom.scope.columns(run.schema.as_ref()) {
         let path = ColumnPath::from(name);
         b = b
             .set_column_bloom_filter_enabled(path.clone(), true)
             .set_column_bloom_filter_fpp(path.clone(), layout.bloom.fpp)
             .set_column_bloom_filter_max_ndv(path, bloom_ndv.max(1));
     }
+    b
+}
+
+/// The sorting column and the layout's generation and sort key as key-value metadata.
+fn with_layout_metadata(
+    b: WriterPropertiesBuilder,
+    layout: &Layout,
+    schema: &arrow::datatypes::Schema,
+) -> WriterPropertiesBuilder {
+    let mut b = b;
     // Only the stream column is declared: the rows are sorted by (stream, time bucket, key…,
     // time), and the bucket is no column, so no longer prefix of real columns is sorted.
     if layout.clustering_key.is_some()
@@ -226,8 +269,7 @@ pub(crate) fn writer_properties(
             layout.sort_key_names().join(", "),
         ));
     }
-    b = b.set_key_value_metadata(Some(kv));
-    Ok((b.build(), bytes_per_row))
+    b.set_key_value_metadata(Some(kv))
 }
 
 /// Output buffers of the objects, each made while the object before it encodes.
@@ -642,7 +684,10 @@ mod tests {
         };
         let run = Run::new(schema.clone(), vec![batch]);
         let object_bytes = 5_000;
-        let (props, bytes_per_row) = writer_properties(&layout, &run, 3, object_bytes).unwrap();
+        let RunProperties {
+            props,
+            bytes_per_row,
+        } = writer_properties(&layout, &run, 3, object_bytes).unwrap();
         let bloom_columns = [0, 1, 2, 3, 4];
         let mut objects = Vec::new();
         let settings = CutSettings {
@@ -680,7 +725,7 @@ mod tests {
     #[test]
     fn dictionaries_only_where_they_make_the_column_smaller() {
         let zstd = Compression::ZSTD(ZstdLevel::try_new(3).unwrap());
-        let pays = |a: ArrayRef| trial(&[a], zstd).unwrap().0;
+        let pays = |a: ArrayRef| trial(&[a], zstd).unwrap().dictionary;
         // Unique ids: a dictionary only adds its indices.
         assert!(!pays(Arc::new(Int64Array::from_iter_values(
             (0..32_768).map(|i| i * 7919)
@@ -707,7 +752,7 @@ mod tests {
         assert!(
             !trial(&[ids.slice(0, 100), ids.slice(100, 30_000)], zstd)
                 .unwrap()
-                .0
+                .dictionary
         );
     }
 }

@@ -4,11 +4,15 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use std::io::Read;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use arrow::array::RecordBatch;
+use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::datatypes::SchemaRef;
+use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::file::metadata::ParquetMetaData;
+use parquet::schema::types::SchemaDescriptor;
 use ravel_store::Store;
 
 use crate::{LoadError, LoadOptions, LoadReport, Loader};
@@ -33,15 +37,20 @@ fn input_err(path: &Path, message: impl std::fmt::Display) -> LoadError {
     }
 }
 
+/// A batch read from an input, with the input it came from (named in the loader's errors).
+struct InputBatch {
+    batch: RecordBatch,
+    input: String,
+}
+
+/// Where a reader thread sends its batches, or the error that ended it.
+type BatchSender = tokio::sync::mpsc::Sender<Result<InputBatch, LoadError>>;
+
 /// Streams the batches of Parquet files in file order. Each file is decoded by several
 /// threads at once, each reading a share of the columns (balanced by compressed size) over the
 /// same rows; their batches are joined column-wise, so the rows arrive in file order and the
 /// decoding uses every core.
-fn read_parquet(
-    paths: Vec<PathBuf>,
-    batch_bytes: u64,
-    tx: tokio::sync::mpsc::Sender<Result<(RecordBatch, String), LoadError>>,
-) {
+fn read_parquet(paths: Vec<PathBuf>, batch_bytes: u64, tx: BatchSender) {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     for path in paths {
         if let Err(e) = read_parquet_file(&path, threads, batch_bytes, &tx) {
@@ -58,99 +67,155 @@ fn read_parquet_file(
     path: &Path,
     threads: usize,
     batch_bytes: u64,
-    tx: &tokio::sync::mpsc::Sender<Result<(RecordBatch, String), LoadError>>,
+    tx: &BatchSender,
 ) -> Result<(), LoadError> {
-    use parquet::arrow::ProjectionMask;
-    let shown = path.display().to_string();
-    let open = || {
-        std::fs::File::open(path)
-            .map_err(|e| input_err(path, format!("cannot open: {e}")))
-            .and_then(|f| {
-                ParquetRecordBatchReaderBuilder::try_new(f)
-                    .map_err(|e| input_err(path, format!("not a readable Parquet file: {e}")))
-            })
-    };
-    let builder = open()?;
+    let builder = open_parquet(path)?;
     let schema = builder.schema().clone();
-    let meta = builder.metadata().clone();
-    let descr = builder.parquet_schema();
+    let rows_per_batch = file_batch_rows(builder.metadata(), batch_bytes);
+    let shares = column_shares(
+        builder.metadata(),
+        builder.parquet_schema(),
+        schema.fields().len(),
+        threads,
+    );
+    let input = path.display().to_string();
+    std::thread::scope(|scope| -> Result<(), LoadError> {
+        let readers = shares
+            .into_iter()
+            .map(|fields| spawn_column_reader(scope, path, fields, rows_per_batch))
+            .collect::<Result<Vec<_>, _>>()?;
+        while let Some(batch) = join_next(&readers, &schema, path)? {
+            let input = input.clone();
+            if tx.blocking_send(Ok(InputBatch { batch, input })).is_err() {
+                return Ok(());
+            }
+        }
+        Ok(())
+    })
+}
+
+fn open_parquet(path: &Path) -> Result<ParquetRecordBatchReaderBuilder<std::fs::File>, LoadError> {
+    let file =
+        std::fs::File::open(path).map_err(|e| input_err(path, format!("cannot open: {e}")))?;
+    ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(|e| input_err(path, format!("not a readable Parquet file: {e}")))
+}
+
+/// Rows per batch of a file: its widest row group's bytes per row kept near `batch_bytes`.
+fn file_batch_rows(meta: &ParquetMetaData, batch_bytes: u64) -> usize {
     let widest_row = meta
         .row_groups()
         .iter()
         .map(|rg| (rg.total_byte_size().max(0) as u64).div_ceil(rg.num_rows().max(1) as u64))
         .max()
         .unwrap_or(1);
-    let rows_per_batch = batch_rows(widest_row, batch_bytes);
-    // Compressed bytes of each top-level field, over all row groups.
-    let mut weight = vec![0u64; schema.fields().len()];
+    batch_rows(widest_row, batch_bytes)
+}
+
+/// A thread's share of a file's top-level fields and their compressed bytes.
+#[derive(Debug, Clone, Default)]
+struct Share {
+    bytes: u64,
+    fields: Vec<usize>,
+}
+
+/// The `fields` top-level fields of a file in at most `threads` shares of about equal
+/// compressed size (greedy: heaviest field first, each to the lightest share), each share's
+/// fields in schema order; no share is empty.
+fn column_shares(
+    meta: &ParquetMetaData,
+    descr: &SchemaDescriptor,
+    fields: usize,
+    threads: usize,
+) -> Vec<Vec<usize>> {
+    let mut weight = vec![0u64; fields];
     for rg in meta.row_groups() {
         for (i, c) in rg.columns().iter().enumerate() {
             weight[descr.get_column_root_idx(i)] += c.compressed_size().max(0) as u64;
         }
     }
-    // Greedy: heaviest fields first, each to the lightest share.
-    let shares = threads.clamp(1, schema.fields().len().max(1));
-    let mut by_weight: Vec<usize> = (0..weight.len()).collect();
+    let mut by_weight: Vec<usize> = (0..fields).collect();
     by_weight.sort_by_key(|&i| std::cmp::Reverse(weight[i]));
-    let mut groups: Vec<(u64, Vec<usize>)> = vec![(0, Vec::new()); shares];
+    let mut shares = vec![Share::default(); threads.clamp(1, fields.max(1))];
     for f in by_weight {
-        let g = groups.iter_mut().min_by_key(|g| g.0).expect("one share");
-        g.0 += weight[f];
-        g.1.push(f);
+        let share = shares
+            .iter_mut()
+            .min_by_key(|s| s.bytes)
+            .expect("one share");
+        share.bytes += weight[f];
+        share.fields.push(f);
     }
-    groups.retain(|g| !g.1.is_empty());
-    for g in &mut groups {
-        g.1.sort_unstable();
-    }
-    std::thread::scope(|scope| -> Result<(), LoadError> {
-        let mut parts = Vec::new();
-        for (_, fields) in &groups {
-            let (ptx, prx) = std::sync::mpsc::sync_channel::<Result<RecordBatch, LoadError>>(1);
-            let builder = open()?;
-            let mask = ProjectionMask::roots(builder.parquet_schema(), fields.iter().copied());
-            let reader = builder
-                .with_projection(mask)
-                .with_batch_size(rows_per_batch)
-                .build()
-                .map_err(|e| input_err(path, e))?;
-            scope.spawn(move || {
-                for batch in reader {
-                    let item = batch.map_err(|e| input_err(path, format!("reading: {e}")));
-                    let stop = item.is_err();
-                    if ptx.send(item).is_err() || stop {
-                        return;
-                    }
-                }
-            });
-            parts.push((fields.clone(), prx));
-        }
-        loop {
-            let mut columns: Vec<Option<arrow::array::ArrayRef>> =
-                vec![None; schema.fields().len()];
-            let mut rows = None;
-            for (fields, rx) in &parts {
-                let Ok(part) = rx.recv() else { break };
-                let part = part?;
-                rows = Some(part.num_rows());
-                for (f, col) in fields.iter().zip(part.columns()) {
-                    columns[*f] = Some(col.clone());
-                }
-            }
-            let Some(rows) = rows else { return Ok(()) };
-            let columns: Option<Vec<_>> = columns.into_iter().collect();
-            let columns = columns.ok_or_else(|| {
-                input_err(path, "column readers disagree on the number of batches")
-            })?;
-            let batch = RecordBatch::try_new_with_options(
-                schema.clone(),
-                columns,
-                &arrow::array::RecordBatchOptions::new().with_row_count(Some(rows)),
-            )?;
-            if tx.blocking_send(Ok((batch, shown.clone()))).is_err() {
-                return Ok(());
+    shares
+        .into_iter()
+        .filter(|s| !s.fields.is_empty())
+        .map(|mut s| {
+            s.fields.sort_unstable();
+            s.fields
+        })
+        .collect()
+}
+
+/// A thread decoding some of a file's fields: which, and where its batches arrive.
+struct ColumnReader {
+    fields: Vec<usize>,
+    batches: std::sync::mpsc::Receiver<Result<RecordBatch, LoadError>>,
+}
+
+/// Starts a thread of `scope` that decodes `fields` of the file at `path`, a batch ahead.
+fn spawn_column_reader<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    path: &'scope Path,
+    fields: Vec<usize>,
+    rows_per_batch: usize,
+) -> Result<ColumnReader, LoadError> {
+    let (tx, batches) = std::sync::mpsc::sync_channel(1);
+    let builder = open_parquet(path)?;
+    let mask = ProjectionMask::roots(builder.parquet_schema(), fields.iter().copied());
+    let reader = builder
+        .with_projection(mask)
+        .with_batch_size(rows_per_batch)
+        .build()
+        .map_err(|e| input_err(path, e))?;
+    scope.spawn(move || {
+        for batch in reader {
+            let item = batch.map_err(|e| input_err(path, format!("reading: {e}")));
+            let stop = item.is_err();
+            if tx.send(item).is_err() || stop {
+                return;
             }
         }
-    })
+    });
+    Ok(ColumnReader { fields, batches })
+}
+
+/// The next batch of the file, its columns joined from every reader; `None` at its end.
+fn join_next(
+    readers: &[ColumnReader],
+    schema: &SchemaRef,
+    path: &Path,
+) -> Result<Option<RecordBatch>, LoadError> {
+    let mut columns: Vec<Option<ArrayRef>> = vec![None; schema.fields().len()];
+    let mut rows = None;
+    for reader in readers {
+        let Ok(part) = reader.batches.recv() else {
+            break;
+        };
+        let part = part?;
+        rows = Some(part.num_rows());
+        for (f, col) in reader.fields.iter().zip(part.columns()) {
+            columns[*f] = Some(col.clone());
+        }
+    }
+    let Some(rows) = rows else { return Ok(None) };
+    let columns: Option<Vec<_>> = columns.into_iter().collect();
+    let columns = columns
+        .ok_or_else(|| input_err(path, "column readers disagree on the number of batches"))?;
+    let options = RecordBatchOptions::new().with_row_count(Some(rows));
+    Ok(Some(RecordBatch::try_new_with_options(
+        schema.clone(),
+        columns,
+        &options,
+    )?))
 }
 
 /// How many bad TSV lines a load may leave out, and where they go.
@@ -196,19 +261,20 @@ fn tsv_columns(
 }
 
 /// Streams the batches of hits-style TSV files, parsed in parallel blocks, in file order.
-fn read_tsv(
-    paths: Vec<PathBuf>,
-    schema: SchemaRef,
-    bad: BadRows,
-    tx: tokio::sync::mpsc::Sender<Result<(RecordBatch, String), LoadError>>,
-) {
+fn read_tsv(paths: Vec<PathBuf>, schema: SchemaRef, bad: BadRows, tx: BatchSender) {
     read_tsv_chunked(paths, schema, bad, tx, TSV_CHUNK_BYTES)
+}
+
+/// The rejects file and its reasons file.
+struct RejectFiles {
+    lines: std::fs::File,
+    reasons: std::fs::File,
 }
 
 /// The rejects file and its reasons, opened on the first reject.
 struct Rejects {
     bad: BadRows,
-    files: Option<(std::fs::File, std::fs::File)>,
+    files: Option<RejectFiles>,
     count: u64,
 }
 
@@ -247,9 +313,12 @@ impl Rejects {
                         message: format!("cannot create the rejects file: {e}"),
                     })
                 };
-                self.files = Some((open(path)?, open(Path::new(&why))?));
+                self.files = Some(RejectFiles {
+                    lines: open(path)?,
+                    reasons: open(Path::new(&why))?,
+                });
             }
-            let (lines, reasons) = self.files.as_mut().expect("opened above");
+            let RejectFiles { lines, reasons } = self.files.as_mut().expect("opened above");
             let written = lines
                 .write_all(&r.text)
                 .and_then(|()| lines.write_all(b"\n"))
@@ -263,82 +332,107 @@ impl Rejects {
     }
 }
 
-/// [`read_tsv`], reading `chunk_bytes` at a time. A line longer than a chunk is not cut: the
-/// chunk grows until the line ends.
+/// [`read_tsv`], reading `chunk_bytes` at a time.
 fn read_tsv_chunked(
     paths: Vec<PathBuf>,
     schema: SchemaRef,
     bad: BadRows,
-    tx: tokio::sync::mpsc::Sender<Result<(RecordBatch, String), LoadError>>,
+    tx: BatchSender,
     chunk_bytes: usize,
 ) {
-    let skip = bad.max > 0;
     let mut rejects = Rejects {
         bad,
         files: None,
         count: 0,
     };
     for path in paths {
-        let shown = path.display().to_string();
-        let mut file = match std::fs::File::open(&path) {
-            Ok(f) => f,
+        match read_tsv_file(&path, &schema, &mut rejects, &tx, chunk_bytes) {
+            Ok(ControlFlow::Continue(())) => {}
+            Ok(ControlFlow::Break(())) => return,
             Err(e) => {
-                let _ = tx.blocking_send(Err(input_err(&path, format!("cannot open: {e}"))));
+                let _ = tx.blocking_send(Err(e));
                 return;
             }
-        };
-        let mut carry: Vec<u8> = Vec::new();
-        let mut line = 1u64;
-        let mut eof = false;
-        while !eof {
-            let mut chunk = std::mem::take(&mut carry);
-            let have = chunk.len();
-            chunk.resize(have + chunk_bytes, 0);
-            let mut filled = have;
-            while filled < chunk.len() {
-                match file.read(&mut chunk[filled..]) {
-                    Ok(0) => {
-                        eof = true;
-                        break;
-                    }
-                    Ok(k) => filled += k,
-                    Err(e) => {
-                        let _ = tx.blocking_send(Err(input_err(&path, format!("reading: {e}"))));
-                        return;
-                    }
-                }
-            }
-            chunk.truncate(filled);
-            // Whole lines only; the rest waits for the next chunk (all of it, when no line
-            // ends in this chunk).
-            let cut = if eof {
-                chunk.len()
-            } else {
-                chunk.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1)
-            };
-            carry = chunk.split_off(cut);
-            let data = &chunk[..cut];
-            if data.is_empty() {
-                continue;
-            }
-            let parsed =
-                crate::tsv::parse_chunk_with(&schema, &shown, data, line, TSV_BLOCK_BYTES, skip)
-                    .and_then(|(batches, bad)| rejects.take(&shown, bad).map(|()| batches));
-            match parsed {
-                Ok(batches) => {
-                    for b in batches {
-                        if tx.blocking_send(Ok((b, shown.clone()))).is_err() {
-                            return;
-                        }
-                    }
-                }
-                Err(e) => {
-                    let _ = tx.blocking_send(Err(e));
-                    return;
-                }
-            }
-            line += data.iter().filter(|&&b| b == b'\n').count() as u64;
         }
+    }
+}
+
+/// Parses one TSV file chunk by chunk and sends its batches; `Break` when the receiver is gone.
+fn read_tsv_file(
+    path: &Path,
+    schema: &SchemaRef,
+    rejects: &mut Rejects,
+    tx: &BatchSender,
+    chunk_bytes: usize,
+) -> Result<ControlFlow<()>, LoadError> {
+    let input = path.display().to_string();
+    let skip = rejects.bad.max > 0;
+    let mut file =
+        std::fs::File::open(path).map_err(|e| input_err(path, format!("cannot open: {e}")))?;
+    let mut chunks = LineChunks {
+        carry: Vec::new(),
+        chunk_bytes,
+        eof: false,
+    };
+    let mut line = 1u64;
+    while let Some(data) = chunks
+        .next(&mut file)
+        .map_err(|e| input_err(path, format!("reading: {e}")))?
+    {
+        if data.is_empty() {
+            continue;
+        }
+        let parsed =
+            crate::tsv::parse_chunk_with(schema, &input, &data, line, TSV_BLOCK_BYTES, skip)?;
+        rejects.take(&input, parsed.rejects)?;
+        for batch in parsed.batches {
+            let input = input.clone();
+            if tx.blocking_send(Ok(InputBatch { batch, input })).is_err() {
+                return Ok(ControlFlow::Break(()));
+            }
+        }
+        line += data.iter().filter(|&&b| b == b'\n').count() as u64;
+    }
+    Ok(ControlFlow::Continue(()))
+}
+
+/// A file read in chunks of whole lines: a line longer than a chunk is not cut, the chunk
+/// grows until the line ends.
+struct LineChunks {
+    /// What followed the last whole line of the previous chunk.
+    carry: Vec<u8>,
+    chunk_bytes: usize,
+    eof: bool,
+}
+
+impl LineChunks {
+    /// The next chunk of whole lines (empty when no line ended in what was read; the rest of
+    /// the file at its end); `None` once the file is done.
+    fn next(&mut self, file: &mut impl Read) -> std::io::Result<Option<Vec<u8>>> {
+        if self.eof {
+            return Ok(None);
+        }
+        let mut chunk = std::mem::take(&mut self.carry);
+        let have = chunk.len();
+        chunk.resize(have + self.chunk_bytes, 0);
+        let mut filled = have;
+        while filled < chunk.len() {
+            match file.read(&mut chunk[filled..])? {
+                0 => {
+                    self.eof = true;
+                    break;
+                }
+                k => filled += k,
+            }
+        }
+        chunk.truncate(filled);
+        let cut = if self.eof {
+            chunk.len()
+        } else {
+            chunk.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1)
+        };
+        self.carry = chunk.split_off(cut);
+        Ok(Some(chunk))
     }
 }
 
@@ -458,7 +552,7 @@ pub async fn load_files_with(
             };
             let Some(item) = next else { break };
             loader.add_read_time(t.elapsed());
-            let (batch, input) = item?;
+            let InputBatch { batch, input } = item?;
             rows += batch.num_rows() as u64;
             loader.push_from(batch, &input).await?;
             progress(rows, &loader);
@@ -538,7 +632,8 @@ mod tests {
         read_tsv_chunked(vec![path], schema, BadRows::default(), tx, 1_000);
         let mut values = Vec::new();
         while let Ok(item) = rx.try_recv() {
-            let (b, _) = item.unwrap();
+            let InputBatch { batch: b, input } = item.unwrap();
+            assert!(input.ends_with("long.tsv"), "{input}");
             let s = b.column(1).as_string::<i32>();
             values.extend((0..b.num_rows()).map(|i| s.value(i).len()));
         }

@@ -323,33 +323,39 @@ fn parse_block(schema: &SchemaRef, lines: &[&[u8]]) -> Result<RecordBatch, CellE
 /// Parses a block's lines, leaving bad lines out: returns the batch and each bad line's index
 /// in the block with its error. (Builders cannot take a half-pushed line back, so the block is
 /// parsed again without each bad line; bad lines are meant to be rare.)
-fn parse_block_skipping(
-    schema: &SchemaRef,
-    block: &[u8],
-) -> (RecordBatch, Vec<(usize, CellError)>) {
+fn parse_block_skipping(schema: &SchemaRef, block: &[u8]) -> ParsedBlock {
     let lines = block_lines(block);
     let mut keep: Vec<usize> = (0..lines.len()).collect();
     let mut bad = Vec::new();
     loop {
         let kept: Vec<&[u8]> = keep.iter().map(|&i| lines[i]).collect();
         match parse_block(schema, &kept) {
-            Ok(batch) => return (batch, bad),
+            Ok(batch) => return ParsedBlock { batch, bad },
             Err(e) => {
                 let original = keep.remove(e.line_in_block);
-                bad.push((
-                    original,
-                    CellError {
-                        line_in_block: original,
-                        ..e
-                    },
-                ));
+                bad.push(CellError {
+                    line_in_block: original,
+                    ..e
+                });
             }
         }
     }
 }
 
+/// A block parsed: its good lines, and its bad lines' errors (lines counted in the block).
+struct ParsedBlock {
+    batch: RecordBatch,
+    bad: Vec<CellError>,
+}
+
+/// A block of whole lines of a chunk, and where it starts in the chunk.
+struct Block<'a> {
+    start: usize,
+    bytes: &'a [u8],
+}
+
 /// Splits `data` into blocks of about `block_bytes` ending at line ends.
-fn blocks(data: &[u8], block_bytes: usize) -> Vec<(usize, &[u8])> {
+fn blocks(data: &[u8], block_bytes: usize) -> Vec<Block<'_>> {
     let mut out = Vec::new();
     let mut start = 0;
     while start < data.len() {
@@ -360,7 +366,10 @@ fn blocks(data: &[u8], block_bytes: usize) -> Vec<(usize, &[u8])> {
                 None => data.len(),
             };
         }
-        out.push((start, &data[start..end]));
+        out.push(Block {
+            start,
+            bytes: &data[start..end],
+        });
         start = end;
     }
     out
@@ -386,9 +395,17 @@ pub fn parse_chunk(
     first_line: u64,
     block_bytes: usize,
 ) -> Result<Vec<RecordBatch>, LoadError> {
-    let (batches, rejects) = parse_chunk_with(schema, input, data, first_line, block_bytes, false)?;
-    debug_assert!(rejects.is_empty());
-    Ok(batches)
+    let parsed = parse_chunk_with(schema, input, data, first_line, block_bytes, false)?;
+    debug_assert!(parsed.rejects.is_empty());
+    Ok(parsed.batches)
+}
+
+/// A chunk parsed: its batches in line order, and the bad lines left out.
+#[derive(Debug, Default)]
+pub struct ParsedChunk {
+    pub batches: Vec<RecordBatch>,
+    /// In line order.
+    pub rejects: Vec<Reject>,
 }
 
 /// [`parse_chunk`]; with `skip_bad`, bad lines are left out and returned as rejects instead of
@@ -400,71 +417,84 @@ pub fn parse_chunk_with(
     first_line: u64,
     block_bytes: usize,
     skip_bad: bool,
-) -> Result<(Vec<RecordBatch>, Vec<Reject>), LoadError> {
-    for f in schema.fields() {
-        if !supported(f.data_type()) {
-            return Err(LoadError::Schema {
-                input: input.into(),
-                column: f.name().clone(),
-                problem: format!("has type {}, which TSV input does not read", f.data_type()),
-            });
-        }
-    }
+) -> Result<ParsedChunk, LoadError> {
+    check_columns(schema, input)?;
     let parts = blocks(data, block_bytes);
-    let results: Vec<(RecordBatch, Vec<(usize, CellError)>)> = parts
+    let parsed: Vec<ParsedBlock> = parts
         .par_iter()
-        .map(|(_, b)| {
-            if skip_bad {
-                parse_block_skipping(schema, b)
-            } else {
-                match parse_block(schema, &block_lines(b)) {
-                    Ok(batch) => (batch, Vec::new()),
-                    Err(e) => (
-                        RecordBatch::new_empty(schema.clone()),
-                        vec![(e.line_in_block, e)],
-                    ),
-                }
-            }
-        })
+        .map(|block| parse_one(schema, block.bytes, skip_bad))
         .collect();
-    let describe = |line: u64, e: &CellError| {
-        if e.column == usize::MAX {
-            format!("line {line}: {}", e.message)
-        } else {
-            format!(
-                "line {line}, column {} ({}): {}",
-                e.column + 1,
-                schema.field(e.column).name(),
-                e.message
-            )
-        }
+    let mut out = ParsedChunk {
+        batches: Vec::with_capacity(parsed.len()),
+        rejects: Vec::new(),
     };
-    let mut out = Vec::with_capacity(results.len());
-    let mut rejects = Vec::new();
-    for ((start, block), (batch, bad)) in parts.iter().zip(results) {
+    for (block, ParsedBlock { batch, bad }) in parts.iter().zip(parsed) {
         let block_first =
-            first_line + data[..*start].iter().filter(|&&b| b == b'\n').count() as u64;
-        if !skip_bad && let Some((_, e)) = bad.first() {
+            first_line + data[..block.start].iter().filter(|&&b| b == b'\n').count() as u64;
+        if !skip_bad && let Some(e) = bad.first() {
             return Err(LoadError::Input {
                 input: input.into(),
-                message: describe(block_first + e.line_in_block as u64, e),
+                message: describe(schema, block_first + e.line_in_block as u64, e),
             });
         }
         if !bad.is_empty() {
-            let lines = block_lines(block);
-            for (i, e) in bad {
-                let line = block_first + i as u64;
-                rejects.push(Reject {
+            let lines = block_lines(block.bytes);
+            for e in bad {
+                let line = block_first + e.line_in_block as u64;
+                out.rejects.push(Reject {
                     line,
-                    message: describe(line, &e),
-                    text: lines[i].to_vec(),
+                    message: describe(schema, line, &e),
+                    text: lines[e.line_in_block].to_vec(),
                 });
             }
         }
-        out.push(batch);
+        out.batches.push(batch);
     }
-    rejects.sort_by_key(|r| r.line);
-    Ok((out, rejects))
+    out.rejects.sort_by_key(|r| r.line);
+    Ok(out)
+}
+
+/// The schema's first column of a type TSV input does not read, as an error.
+fn check_columns(schema: &SchemaRef, input: &str) -> Result<(), LoadError> {
+    match schema.fields().iter().find(|f| !supported(f.data_type())) {
+        Some(f) => Err(LoadError::Schema {
+            input: input.into(),
+            column: f.name().clone(),
+            problem: format!("has type {}, which TSV input does not read", f.data_type()),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Parses one block; without `skip_bad`, its first bad line is its one error (and no rows).
+fn parse_one(schema: &SchemaRef, block: &[u8], skip_bad: bool) -> ParsedBlock {
+    if skip_bad {
+        return parse_block_skipping(schema, block);
+    }
+    match parse_block(schema, &block_lines(block)) {
+        Ok(batch) => ParsedBlock {
+            batch,
+            bad: Vec::new(),
+        },
+        Err(e) => ParsedBlock {
+            batch: RecordBatch::new_empty(schema.clone()),
+            bad: vec![e],
+        },
+    }
+}
+
+/// A bad line's message, naming its line and, where one is at fault, its column.
+fn describe(schema: &SchemaRef, line: u64, e: &CellError) -> String {
+    if e.column == usize::MAX {
+        format!("line {line}: {}", e.message)
+    } else {
+        format!(
+            "line {line}, column {} ({}): {}",
+            e.column + 1,
+            schema.field(e.column).name(),
+            e.message
+        )
+    }
 }
 
 #[cfg(test)]
@@ -584,7 +614,7 @@ mod tests {
     fn bad_lines_can_be_left_out_and_returned() {
         let data = b"1\t1\ta\t1\nx\t1\ta\t1\n2\t2\tb\t2\n3\t3\tc\n4\t4\td\t4\n";
         for block_bytes in [1 << 20, 8] {
-            let (batches, rejects) =
+            let ParsedChunk { batches, rejects } =
                 parse_chunk_with(&schema(), "r.tsv", data, 10, block_bytes, true).unwrap();
             let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
             assert_eq!(rows, 3);
