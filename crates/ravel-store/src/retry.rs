@@ -246,17 +246,14 @@ impl Limits {
 
 /// Whether `e` comes from an HTTP transport broken or timed out after the request began.
 fn interrupted_under_way(e: &object_store::Error) -> bool {
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        if let Some(http) = s.downcast_ref::<HttpError>() {
-            return matches!(
+    std::iter::successors(std::error::Error::source(e), |s| s.source())
+        .find_map(|s| s.downcast_ref::<HttpError>())
+        .is_some_and(|http| {
+            matches!(
                 http.kind(),
                 HttpErrorKind::Interrupted | HttpErrorKind::Timeout
-            );
-        }
-        source = s.source();
-    }
-    false
+            )
+        })
 }
 
 impl<T: ObjectStore> fmt::Display for RetryStore<T> {
