@@ -24,7 +24,7 @@ use ravel_loader::{LoadError, LoadOptions, Loader, Manifest};
 use ravel_store::Store;
 use ravel_testkit::{FaultStore, S3Server};
 
-use crate::common::by_watch_id;
+use crate::common::{by_watch_id, stored};
 
 fn options() -> LoadOptions {
     LoadOptions {
@@ -63,14 +63,7 @@ async fn manifests(store: &Store) -> Vec<Manifest> {
         .unwrap();
     let mut out = Vec::new();
     for m in listed {
-        let bytes = store
-            .object_store()
-            .get(&m.location)
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
+        let bytes = stored(store, &m.location).await;
         out.push(serde_json::from_slice(&bytes).unwrap());
     }
     out
@@ -80,14 +73,7 @@ async fn manifests(store: &Store) -> Vec<Manifest> {
 async fn table_rows(store: &Store, manifest: &Manifest) -> RecordBatch {
     let mut all = Vec::new();
     for o in &manifest.objects {
-        let bytes = store
-            .object_store()
-            .get(&Path::from(o.key.as_str()))
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
+        let bytes = stored(store, &Path::from(o.key.as_str())).await;
         let reader = ParquetRecordBatchReaderBuilder::try_new(bytes).unwrap();
         for b in reader.build().unwrap() {
             all.push(b.unwrap());
@@ -231,17 +217,8 @@ async fn a_server_without_conditional_create_is_detected_once_loads_proceed_layo
     });
     let report = load(&store, &batches).await.unwrap();
     assert_eq!(report.rows, 20_000);
-    let recorded: ravel_store::Capabilities = serde_json::from_slice(
-        &clean
-            .object_store()
-            .get(&record)
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let recorded: ravel_store::Capabilities =
+        serde_json::from_slice(&stored(&clean, &record).await).unwrap();
     assert!(!recorded.conditional_create);
     let published = manifests(&clean).await;
     assert_eq!(published.len(), 1);

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use arrow::array::RecordBatch;
 use arrow::compute::concat_batches;
-use object_store::ObjectStoreExt;
 use object_store::path::Path;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use ravel_hits::{Convention, GenOptions, generate};
@@ -14,7 +13,7 @@ use ravel_layout::{ClusteringOrder, is_text};
 use ravel_loader::{LoadOptions, Loader, Manifest};
 use ravel_store::Store;
 
-use crate::common::by_watch_id;
+use crate::common::{by_watch_id, stored};
 
 fn options(object_bytes: u64) -> LoadOptions {
     LoadOptions {
@@ -28,14 +27,7 @@ fn options(object_bytes: u64) -> LoadOptions {
 }
 
 async fn read_object(store: &Store, key: &str) -> (bytes::Bytes, RecordBatch) {
-    let bytes = store
-        .object_store()
-        .get(&Path::from(key))
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
+    let bytes = stored(store, &Path::from(key)).await;
     let reader = ParquetRecordBatchReaderBuilder::try_new(bytes.clone()).unwrap();
     let schema = reader.schema().clone();
     let batches: Vec<RecordBatch> = reader.build().unwrap().map(|b| b.unwrap()).collect();
@@ -77,17 +69,8 @@ async fn load_and_check(store: Store) {
     .await
     .unwrap();
     assert_eq!(listed.len(), 1);
-    let manifest: Manifest = serde_json::from_slice(
-        &store
-            .object_store()
-            .get(&listed[0].location)
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let manifest: Manifest =
+        serde_json::from_slice(&stored(&store, &listed[0].location).await).unwrap();
     assert_eq!(manifest.objects, report.objects);
     assert_eq!(manifest.layout_generation, 1);
     assert_eq!(manifest.schema, schema.as_ref().clone());
@@ -641,8 +624,7 @@ async fn a_loose_input_is_written_with_the_tables_schema_and_a_null_is_refused_b
     assert_eq!(report.rows, 100);
     let manifest: Manifest = {
         let key = Path::from(format!("t/manifests/{}.json", report.load_id));
-        let bytes = store.object_store().get(&key).await.unwrap();
-        serde_json::from_slice(&bytes.bytes().await.unwrap()).unwrap()
+        serde_json::from_slice(&stored(&store, &key).await).unwrap()
     };
     assert_eq!(manifest.schema, table);
     for o in &report.objects {
