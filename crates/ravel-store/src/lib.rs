@@ -341,9 +341,37 @@ impl TablePaths {
         Path::from_iter([self.name.as_str(), "data"])
     }
 
-    /// `<table>/manifests/`.
+    /// `<table>/manifests/`: where builds without a version log published their loads. A
+    /// table with no log reads as the union of these manifests (its first version).
     pub fn manifests_dir(&self) -> Path {
         Path::from_iter([self.name.as_str(), "manifests"])
+    }
+
+    /// `<table>/_ravel/manifests/`: one manifest per load or compaction, written before the
+    /// version that adds its objects (an unreferenced one is a commit that never happened).
+    pub fn commit_manifests_dir(&self) -> Path {
+        Path::from_iter([self.name.as_str(), "_ravel", "manifests"])
+    }
+
+    /// `<table>/_delta_log/`: the table's versions, one entry each, in Delta Lake's format.
+    pub fn log_dir(&self) -> Path {
+        Path::from_iter([self.name.as_str(), "_delta_log"])
+    }
+
+    /// `<table>/_delta_log/<version, 20 digits>.json`.
+    pub fn log_entry(&self, version: u64) -> Path {
+        self.log_dir().join(format!("{version:020}.json"))
+    }
+
+    /// A path inside the store as the table's log names it: relative to the table's root.
+    /// `None` when `key` is not under the root.
+    pub fn relative<'a>(&self, key: &'a str) -> Option<&'a str> {
+        key.strip_prefix(self.name.as_str())?.strip_prefix('/')
+    }
+
+    /// The store path of `relative`, a path the table's log names.
+    pub fn absolute(&self, relative: &str) -> String {
+        format!("{}/{relative}", self.name)
     }
 
     /// `<table>/`: everything stored for the table lies under it.
@@ -420,6 +448,13 @@ mod tests {
         );
         assert_eq!(t.data_dir().as_ref(), "hits/data");
         assert_eq!(t.manifests_dir().as_ref(), "hits/manifests");
+        assert_eq!(
+            t.log_entry(12).as_ref(),
+            "hits/_delta_log/00000000000000000012.json"
+        );
+        assert_eq!(t.relative("hits/data/a.parquet"), Some("data/a.parquet"));
+        assert_eq!(t.relative("hitsx/data/a.parquet"), None);
+        assert_eq!(t.absolute("data/a.parquet"), "hits/data/a.parquet");
         assert_eq!(t.schema_doc().as_ref(), "hits/_schema.json");
         assert_eq!(t.root().as_ref(), "hits");
         assert_eq!(t.lease("x").as_ref(), "hits/_leases/x.json");

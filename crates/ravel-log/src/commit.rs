@@ -1,0 +1,370 @@
+//! Commits: the next version, created if absent, retried over the versions that won.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use arrow::datatypes::Schema;
+use ravel_manifest::Manifest;
+use serde_json::{Value, json};
+
+use crate::actions::{
+    ActionLine, Format, Metadata, Remove, TAG_MANIFEST, TAG_ORDER, TAG_POSITION, encode_entry,
+};
+use crate::schema::{delta_schema, protocol_for};
+use crate::snapshot::object_add;
+use crate::{LogError, Snapshot, TableLog};
+
+/// Attempts before a commit gives up: each lost one means another commit landed.
+const MAX_ATTEMPTS: usize = 1000;
+
+/// What a commit does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Operation {
+    /// Adds a load's objects. Never conflicts.
+    Load,
+    /// Replaces objects with their merge. Conflicts when an input left the table.
+    Compaction,
+}
+
+/// One commit: a manifest whose objects join the table, and the objects that leave it.
+#[derive(Debug, Clone)]
+pub struct Commit<'a> {
+    pub operation: Operation,
+    /// Store path of the manifest, written before the commit.
+    pub manifest_key: String,
+    pub manifest: &'a Manifest,
+    /// Per object of the manifest, its rank among equal sort keys; `None` ranks it by the
+    /// version this commit creates (a load's objects).
+    pub orders: Vec<Option<u64>>,
+    /// Store paths of the objects leaving the table (a compaction's inputs).
+    pub removes: Vec<String>,
+    /// Settings recorded in the table's `metaData` (the layout, for other engines).
+    pub configuration: BTreeMap<String, String>,
+}
+
+/// What a commit did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Committed {
+    /// The version it created.
+    Version(u64),
+    /// Every object of the manifest is in the table already (a rerun of a load that was
+    /// committed): nothing was written. `version` is the newest version read.
+    AlreadyLive { version: u64 },
+}
+
+impl TableLog {
+    /// Commits `commit` as the next version: reads the newest version, checks the commit
+    /// against it, creates the entry if absent; when another commit took the number, reads it
+    /// and tries the next one.
+    pub async fn commit(&self, commit: &Commit<'_>) -> Result<Committed, LogError> {
+        let mut snapshot = self.latest().await?;
+        for attempt in 0..MAX_ATTEMPTS {
+            if snapshot.from_manifests {
+                self.adopt(&snapshot, attempt).await?;
+                self.catch_up(&mut snapshot).await?;
+                continue;
+            }
+            if let Some(done) = check(self, &snapshot, commit)? {
+                return Ok(done);
+            }
+            let version = snapshot.next_version();
+            let entry = self.entry_for(&snapshot, commit, version, attempt);
+            if self.create(version, entry).await? {
+                return Ok(Committed::Version(version));
+            }
+            tracing::debug!(version, "another commit took the version; reading it");
+            self.catch_up(&mut snapshot).await?;
+        }
+        Err(LogError::TooManyConflicts(MAX_ATTEMPTS))
+    }
+
+    /// Creates entry `version` unless taken: `Ok(false)` when another writer's entry is there.
+    async fn create(&self, version: u64, entry: Vec<u8>) -> Result<bool, LogError> {
+        let path = self.table.log_entry(version);
+        match ravel_store::create_or_confirm(self.store.as_ref(), &path, entry.into()).await {
+            Ok(()) => Ok(true),
+            Err(e) if e.is_taken() => Ok(false),
+            Err(ravel_store::CreateError::Write { key, source }) => Err(LogError::Store {
+                what: "writing",
+                key,
+                source,
+            }),
+            Err(ravel_store::CreateError::Unknown { key, write, read }) => {
+                Err(LogError::CommitUnknown { key, write, read })
+            }
+        }
+    }
+
+    /// Writes a table's first version as the log's entry 0: every object of its manifests.
+    async fn adopt(&self, legacy: &Snapshot, attempt: usize) -> Result<(), LogError> {
+        let schema = legacy
+            .known
+            .values()
+            .map(|m| m.schema.clone())
+            .reduce(|a, b| ravel_manifest::widen(&a, &b))
+            .unwrap_or_else(Schema::empty);
+        let mut actions = vec![
+            commit_info(
+                "CONVERT",
+                json!({}),
+                None,
+                false,
+                json!({"kind": "adopt"}),
+                attempt,
+            ),
+            ActionLine {
+                protocol: Some(protocol_for(&delta_schema(&schema))),
+                ..ActionLine::default()
+            },
+            ActionLine {
+                meta_data: Some(metadata(None, &schema, BTreeMap::new())),
+                ..ActionLine::default()
+            },
+        ];
+        actions.extend(legacy.files().values().map(|add| ActionLine {
+            add: Some(add.clone()),
+            ..ActionLine::default()
+        }));
+        if self.create(0, encode_entry(&actions)).await? {
+            tracing::info!(
+                objects = legacy.files().len(),
+                "wrote the table's manifests as the log's first version"
+            );
+        }
+        Ok(())
+    }
+
+    /// The entry of `commit` as version `version` after `base`.
+    fn entry_for(
+        &self,
+        base: &Snapshot,
+        commit: &Commit<'_>,
+        version: u64,
+        attempt: usize,
+    ) -> Vec<u8> {
+        let m = commit.manifest;
+        let load = commit.operation == Operation::Load;
+        let (operation, parameters) = if load {
+            ("WRITE", json!({"mode": "Append"}))
+        } else {
+            ("OPTIMIZE", json!({}))
+        };
+        let ravel = json!({
+            "kind": if load { "load" } else { "compaction" },
+            "id": m.load_id,
+            "manifest": self.table.relative(&commit.manifest_key),
+            "layoutGeneration": m.layout_generation,
+        });
+        let mut actions = vec![commit_info(
+            operation,
+            parameters,
+            base.version,
+            load && commit.removes.is_empty(),
+            ravel,
+            attempt,
+        )];
+        actions.extend(table_changes(base, m, &commit.configuration));
+        let now = now_ms();
+        for path in &commit.removes {
+            actions.push(remove(base, self.table.relative(path).unwrap_or(path), now));
+        }
+        let manifest_path = self
+            .table
+            .relative(&commit.manifest_key)
+            .unwrap_or_default();
+        for (position, o) in m.objects.iter().enumerate() {
+            let order = commit
+                .orders
+                .get(position)
+                .copied()
+                .flatten()
+                .unwrap_or(version);
+            let path = self.table.relative(&o.key).unwrap_or(&o.key);
+            let add = object_add(path, o, m.committed_at_ms, load, |tags| {
+                tags.insert(TAG_MANIFEST.into(), manifest_path.to_string());
+                tags.insert(TAG_POSITION.into(), position.to_string());
+                tags.insert(TAG_ORDER.into(), order.to_string());
+            });
+            actions.push(ActionLine {
+                add: Some(add),
+                ..ActionLine::default()
+            });
+        }
+        encode_entry(&actions)
+    }
+}
+
+/// Whether `commit` may land on `base`: `Some` when it is there already, an error when it
+/// conflicts.
+fn check(
+    log: &TableLog,
+    base: &Snapshot,
+    commit: &Commit<'_>,
+) -> Result<Option<Committed>, LogError> {
+    let version = base.version.unwrap_or(0);
+    for path in &commit.removes {
+        let rel = log.table.relative(path).unwrap_or(path);
+        if !base.holds(rel) {
+            return Err(LogError::TableChanged {
+                path: path.clone(),
+                version: base.removed().get(rel).map_or(version, |r| r.version),
+            });
+        }
+    }
+    if commit.operation == Operation::Compaction {
+        return Ok(None);
+    }
+    let live: HashSet<&str> = commit
+        .manifest
+        .objects
+        .iter()
+        .filter(|o| base.holds(log.table.relative(&o.key).unwrap_or(&o.key)))
+        .map(|o| o.key.as_str())
+        .collect();
+    if !live.is_empty() && live.len() == commit.manifest.objects.len() {
+        return Ok(Some(Committed::AlreadyLive { version }));
+    }
+    match live.into_iter().next() {
+        Some(path) => Err(LogError::AlreadyLive {
+            path: path.to_string(),
+            version,
+        }),
+        None => Ok(None),
+    }
+}
+
+/// `protocol` and `metaData` when the table has none yet or `m` changes them: a schema whose
+/// columns became nullable, new settings.
+fn table_changes(
+    base: &Snapshot,
+    m: &Manifest,
+    configuration: &BTreeMap<String, String>,
+) -> Vec<ActionLine> {
+    let mut out = Vec::new();
+    let ours = delta_schema(&m.schema);
+    let schema_string = match &base.metadata {
+        Some(old) => merge_nullability(&old.schema_string, &ours.schema_string),
+        None => ours.schema_string.clone(),
+    };
+    let protocol = protocol_for(&ours);
+    if base.protocol.as_ref() != Some(&protocol) {
+        out.push(ActionLine {
+            protocol: Some(protocol),
+            ..ActionLine::default()
+        });
+    }
+    let changed = base.metadata.as_ref().is_none_or(|old| {
+        old.schema_string != schema_string || &old.configuration != configuration
+    });
+    if changed {
+        let mut meta = metadata(base.metadata.as_ref(), &m.schema, configuration.clone());
+        meta.schema_string = schema_string;
+        out.push(ActionLine {
+            meta_data: Some(meta),
+            ..ActionLine::default()
+        });
+    }
+    out
+}
+
+/// `ours` with every field nullable that is nullable in `old` (the loads agree on names and
+/// types; a column nullable in any load stays nullable).
+fn merge_nullability(old: &str, ours: &str) -> String {
+    let (Ok(old), Ok(mut new)) = (
+        serde_json::from_str::<Value>(old),
+        serde_json::from_str::<Value>(ours),
+    ) else {
+        return ours.to_string();
+    };
+    if let (Some(a), Some(b)) = (old["fields"].as_array(), new["fields"].as_array_mut()) {
+        for (a, b) in a.iter().zip(b.iter_mut()) {
+            if a["name"] == b["name"] && a["nullable"] == json!(true) {
+                b["nullable"] = json!(true);
+            }
+        }
+    }
+    new.to_string()
+}
+
+fn metadata(
+    old: Option<&Metadata>,
+    schema: &Schema,
+    configuration: BTreeMap<String, String>,
+) -> Metadata {
+    let now = now_ms() as i64;
+    Metadata {
+        id: old.map_or_else(|| table_id(now), |m| m.id.clone()),
+        name: None,
+        format: Format::default(),
+        schema_string: delta_schema(schema).schema_string,
+        partition_columns: Vec::new(),
+        configuration,
+        created_time: Some(old.and_then(|m| m.created_time).unwrap_or(now)),
+    }
+}
+
+/// A table id in the UUID shape Delta readers expect, from the time and process.
+fn table_id(now_ms: i64) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let a = now_ms as u64;
+    let b = (u64::from(std::process::id()) << 32) | u64::from(nanos);
+    format!(
+        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+        (a >> 16) as u32,
+        (a & 0xffff) as u16,
+        (b >> 52) & 0xfff,
+        (b >> 40) & 0xfff,
+        b & 0xff_ffff_ffff
+    )
+}
+
+fn commit_info(
+    operation: &str,
+    parameters: Value,
+    read_version: Option<u64>,
+    blind_append: bool,
+    ravel: Value,
+    attempt: usize,
+) -> ActionLine {
+    let mut info = json!({
+        "timestamp": now_ms(),
+        "operation": operation,
+        "operationParameters": parameters,
+        "isBlindAppend": blind_append,
+        "engineInfo": concat!("ravel-load/", env!("CARGO_PKG_VERSION")),
+        "ravel": ravel,
+        // Two attempts never write the same bytes: a create that finds its own bytes won.
+        "txnId": format!("{}-{}-{attempt}", now_ms(), std::process::id()),
+    });
+    if let Some(v) = read_version {
+        info["readVersion"] = json!(v);
+    }
+    ActionLine {
+        commit_info: Some(info),
+        ..ActionLine::default()
+    }
+}
+
+fn remove(base: &Snapshot, path: &str, now: u64) -> ActionLine {
+    let added = base.files().get(path);
+    ActionLine {
+        remove: Some(Remove {
+            path: path.to_string(),
+            deletion_timestamp: Some(now as i64),
+            data_change: false,
+            extended_file_metadata: Some(true),
+            partition_values: Some(BTreeMap::new()),
+            size: added.map(|a| a.size),
+            tags: added.and_then(|a| a.tags.clone()),
+        }),
+        ..ActionLine::default()
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}

@@ -1,0 +1,57 @@
+//! Why the log could not be read or written.
+
+/// Why a version could not be read or committed.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("{what} {key}: {source}")]
+    Store {
+        what: &'static str,
+        key: String,
+        #[source]
+        source: object_store::Error,
+    },
+    #[error("log entry {key} is not valid at line {line}: {source}")]
+    Parse {
+        key: String,
+        line: usize,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("the table's log has no version {missing} (versions 0 to {newest} must all be there)")]
+    Gap { missing: u64, newest: u64 },
+    #[error("the table has no version {0}")]
+    NoSuchVersion(u64),
+    #[error("version {version} adds {path}, which names no ravel-load manifest ({problem})")]
+    ForeignAdd {
+        version: u64,
+        path: String,
+        problem: String,
+    },
+    #[error("manifest {key}: {problem}")]
+    Manifest { key: String, problem: String },
+    #[error(
+        "the table changed while this compaction ran: {path} was removed by version {version}; nothing was published, rerun the compaction"
+    )]
+    TableChanged { path: String, version: u64 },
+    #[error(
+        "object {path} is in the table already (version {version}): committing it again would count its rows twice"
+    )]
+    AlreadyLive { path: String, version: u64 },
+    #[error(
+        "writing log entry {key} failed ({write}) and reading it back failed too ({read}): the commit may or may not have happened; run the same command again"
+    )]
+    CommitUnknown {
+        key: String,
+        write: Box<object_store::Error>,
+        read: Box<object_store::Error>,
+    },
+    #[error("gave up after {0} commits by others landed first")]
+    TooManyConflicts(usize),
+}
+
+impl LogError {
+    /// The commit lost to a concurrent change it cannot be replayed over.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, LogError::TableChanged { .. })
+    }
+}

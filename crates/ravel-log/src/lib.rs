@@ -1,0 +1,319 @@
+//! A ravel table's versions. Each commit (a load or a compaction) creates the next entry of
+//! the table's log, `<table>/_delta_log/<version, 20 digits>.json`, if absent: a Delta Lake
+//! log entry whose `add` and `remove` actions name the objects the version gains and loses.
+//! Each `add` carries tags naming the manifest that describes the object (`ravel.manifest`,
+//! `ravel.position`) and its rank among equal sort keys (`ravel.order`).
+//!
+//! A reader lists the log (one LIST request per thousand versions), replays the entries in
+//! order and reads the manifests the newest version names; it then reads exactly that
+//! version's objects, whatever commits land after. A table written before the log existed
+//! (manifests under `<table>/manifests/`, no log) reads as its first version, the union of
+//! those manifests; its first commit writes that version as entry 0 (`CONVERT`) and itself as
+//! entry 1.
+//!
+//! Conflicts follow Delta's optimistic commits: a commit that finds its version taken reads
+//! the entries that won and tries the next number. A load only adds and never conflicts; a
+//! compaction conflicts when one of its inputs is no longer in the table
+//! ([`LogError::TableChanged`]).
+
+mod actions;
+mod commit;
+mod error;
+mod schema;
+mod snapshot;
+
+pub use actions::{
+    ActionLine, Add, Format, Metadata, Protocol, Remove, TAG_MANIFEST, TAG_ORDER, TAG_POSITION,
+    decode_entry, encode_entry,
+};
+pub use commit::{Commit, Committed, Operation};
+pub use error::LogError;
+pub use schema::{
+    DeltaSchema, NO_DELTA_VIEW_FEATURE, UnmappedColumn, delta_schema, delta_type, protocol_for,
+};
+pub use snapshot::{LiveManifest, LiveObject, LogEntry, Removed, Snapshot};
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use ravel_manifest::Manifest;
+use ravel_store::TablePaths;
+
+/// Log entries read at once.
+const READ_CONCURRENCY: usize = 16;
+
+/// The log of one table.
+#[derive(Debug, Clone)]
+pub struct TableLog {
+    store: Arc<dyn ObjectStore>,
+    table: TablePaths,
+}
+
+impl TableLog {
+    pub fn new(store: Arc<dyn ObjectStore>, table: TablePaths) -> TableLog {
+        TableLog { store, table }
+    }
+
+    pub fn table(&self) -> &TablePaths {
+        &self.table
+    }
+
+    /// The versions in the log, oldest first; checks that they run from 0 without a gap.
+    pub async fn versions(&self) -> Result<Vec<u64>, LogError> {
+        let dir = self.table.log_dir();
+        let listed: Vec<object_store::ObjectMeta> = self
+            .store
+            .list(Some(&dir))
+            .try_collect()
+            .await
+            .map_err(|source| LogError::Store {
+                what: "listing",
+                key: dir.to_string(),
+                source,
+            })?;
+        let mut versions: Vec<u64> = listed
+            .iter()
+            .filter_map(|m| entry_version(m.location.filename()))
+            .collect();
+        versions.sort_unstable();
+        for (i, v) in versions.iter().enumerate() {
+            if *v != i as u64 {
+                return Err(LogError::Gap {
+                    missing: i as u64,
+                    newest: *versions.last().expect("not empty"),
+                });
+            }
+        }
+        Ok(versions)
+    }
+
+    /// Reads the entries of `versions`, in order.
+    pub async fn entries(&self, versions: &[u64]) -> Result<Vec<LogEntry>, LogError> {
+        let reads: Vec<_> = versions.iter().map(|&v| self.entry(v)).collect();
+        futures::stream::iter(reads)
+            .buffered(READ_CONCURRENCY)
+            .try_collect()
+            .await
+    }
+
+    /// Reads the entry of `version`.
+    pub async fn entry(&self, version: u64) -> Result<LogEntry, LogError> {
+        let path = self.table.log_entry(version);
+        let bytes = match get(self.store.as_ref(), &path).await {
+            Err(LogError::Store {
+                source: object_store::Error::NotFound { .. },
+                ..
+            }) => return Err(LogError::NoSuchVersion(version)),
+            other => other?,
+        };
+        let actions = decode_entry(&bytes).map_err(|(line, source)| LogError::Parse {
+            key: path.to_string(),
+            line,
+            source,
+        })?;
+        Ok(LogEntry { version, actions })
+    }
+
+    /// Every entry of the log, oldest first.
+    pub async fn history(&self) -> Result<Vec<LogEntry>, LogError> {
+        self.entries(&self.versions().await?).await
+    }
+
+    /// The newest version. A table with no log reads as the union of its manifests; one with
+    /// neither has no version (`version` is `None`).
+    pub async fn latest(&self) -> Result<Snapshot, LogError> {
+        let history = self.history().await?;
+        if history.is_empty() {
+            return self.from_manifests().await;
+        }
+        Ok(replay(&history))
+    }
+
+    /// The table as version `version` left it.
+    pub async fn at(&self, version: u64) -> Result<Snapshot, LogError> {
+        let versions = self.versions().await?;
+        if versions.is_empty() && version == 0 {
+            let s = self.from_manifests().await?;
+            if s.version.is_some() {
+                return Ok(s);
+            }
+        }
+        if !versions.contains(&version) {
+            return Err(LogError::NoSuchVersion(version));
+        }
+        Ok(replay(&self.entries(&versions[..=version as usize]).await?))
+    }
+
+    /// Applies to `snapshot` the entries committed after it. Returns them.
+    pub async fn catch_up(&self, snapshot: &mut Snapshot) -> Result<Vec<LogEntry>, LogError> {
+        if snapshot.from_manifests {
+            *snapshot = Snapshot::default();
+        }
+        let next = snapshot.next_version();
+        let versions: Vec<u64> = self
+            .versions()
+            .await?
+            .into_iter()
+            .filter(|v| *v >= next)
+            .collect();
+        let entries = self.entries(&versions).await?;
+        for e in &entries {
+            snapshot.apply(e);
+        }
+        Ok(entries)
+    }
+
+    async fn from_manifests(&self) -> Result<Snapshot, LogError> {
+        let manifests = ravel_manifest::read_manifests(self.store.as_ref(), &self.table)
+            .await
+            .map_err(|e| LogError::Manifest {
+                key: self.table.manifests_dir().to_string(),
+                problem: e.to_string(),
+            })?;
+        Ok(Snapshot::from_manifests(&self.table, manifests))
+    }
+
+    /// The manifests of `snapshot`'s objects, each with the objects the version holds of it,
+    /// oldest rank first. Checks that each object is the one its manifest lists.
+    pub async fn manifests(&self, snapshot: &Snapshot) -> Result<Vec<LiveManifest>, LogError> {
+        let mut by_manifest: BTreeMap<String, Vec<LiveObject>> = BTreeMap::new();
+        for (path, add) in snapshot.files() {
+            let (manifest, live) = self.place(snapshot, path, add)?;
+            by_manifest.entry(manifest).or_default().push(live);
+        }
+        let reads: Vec<_> = by_manifest
+            .into_iter()
+            .map(|(key, live)| async move {
+                let manifest = self.manifest(snapshot, &key).await?;
+                Ok::<_, LogError>((key, manifest, live))
+            })
+            .collect();
+        let read: Vec<_> = futures::stream::iter(reads)
+            .buffered(READ_CONCURRENCY)
+            .try_collect()
+            .await?;
+        let mut out = Vec::with_capacity(read.len());
+        for (key, manifest, mut live) in read {
+            live.sort_by_key(|l| l.position);
+            for l in &live {
+                check_listed(&self.table, snapshot, &key, &manifest, l)?;
+            }
+            out.push(LiveManifest {
+                key,
+                manifest,
+                live,
+            });
+        }
+        out.sort_by(|a, b| (a.order(), &a.key).cmp(&(b.order(), &b.key)));
+        Ok(out)
+    }
+
+    /// The manifest (store path) and place of the object `add` adds.
+    fn place(
+        &self,
+        snapshot: &Snapshot,
+        path: &str,
+        add: &Add,
+    ) -> Result<(String, LiveObject), LogError> {
+        let foreign = |problem: &str| LogError::ForeignAdd {
+            version: snapshot.version.unwrap_or(0),
+            path: path.to_string(),
+            problem: problem.to_string(),
+        };
+        let manifest = add
+            .tag(TAG_MANIFEST)
+            .ok_or_else(|| foreign("no ravel.manifest tag"))?;
+        let number = |tag: &str| -> Result<u64, LogError> {
+            add.tag(tag)
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| foreign(&format!("no numeric {tag} tag")))
+        };
+        let live = LiveObject {
+            position: number(TAG_POSITION)? as usize,
+            order: number(TAG_ORDER)?,
+        };
+        Ok((self.table.absolute(manifest), live))
+    }
+
+    async fn manifest(&self, snapshot: &Snapshot, key: &str) -> Result<Arc<Manifest>, LogError> {
+        if let Some(m) = snapshot.known.get(key) {
+            return Ok(m.clone());
+        }
+        let bytes = get(self.store.as_ref(), &Path::from(key)).await?;
+        let manifest = serde_json::from_slice(&bytes).map_err(|e| LogError::Manifest {
+            key: key.to_string(),
+            problem: e.to_string(),
+        })?;
+        Ok(Arc::new(manifest))
+    }
+}
+
+/// The version `entries` (from version 0, in order) leave.
+fn replay(entries: &[LogEntry]) -> Snapshot {
+    let mut s = Snapshot::default();
+    for e in entries {
+        s.apply(e);
+    }
+    s
+}
+
+/// The version of a log entry's file name (`<20 digits>.json`), if it is one.
+fn entry_version(name: Option<&str>) -> Option<u64> {
+    let stem = name?.strip_suffix(".json")?;
+    (stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| stem.parse().ok())
+        .flatten()
+}
+
+/// The object a live entry names must be the manifest's object at that position, of that size.
+fn check_listed(
+    table: &TablePaths,
+    snapshot: &Snapshot,
+    key: &str,
+    manifest: &Manifest,
+    live: &LiveObject,
+) -> Result<(), LogError> {
+    let problem = match manifest.objects.get(live.position) {
+        None => format!(
+            "has {} objects, the log names position {}",
+            manifest.objects.len(),
+            live.position
+        ),
+        Some(o) => {
+            let path = table.relative(&o.key).unwrap_or(&o.key);
+            match snapshot.files().get(path) {
+                Some(add) if add.size == o.bytes => return Ok(()),
+                Some(add) => format!(
+                    "lists {} with {} bytes, the log with {}",
+                    o.key, o.bytes, add.size
+                ),
+                None => format!(
+                    "lists {} at position {}, which the log names for another object",
+                    o.key, live.position
+                ),
+            }
+        }
+    };
+    Err(LogError::Manifest {
+        key: key.to_string(),
+        problem,
+    })
+}
+
+async fn get(store: &dyn ObjectStore, path: &Path) -> Result<bytes::Bytes, LogError> {
+    let err = |source| LogError::Store {
+        what: "reading",
+        key: path.to_string(),
+        source,
+    };
+    store
+        .get(path)
+        .await
+        .map_err(err)?
+        .bytes()
+        .await
+        .map_err(err)
+}

@@ -1,0 +1,180 @@
+//! A version of the table: the objects it holds, replayed from the log's entries in order.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use ravel_manifest::{Manifest, ObjectEntry};
+use ravel_store::TablePaths;
+
+use crate::actions::{ActionLine, Add, Metadata, Protocol, TAG_MANIFEST, TAG_ORDER, TAG_POSITION};
+
+/// One log entry, read.
+#[derive(Debug, Clone)]
+pub struct LogEntry {
+    pub version: u64,
+    pub actions: Vec<ActionLine>,
+}
+
+impl LogEntry {
+    /// The entry's `commitInfo`, if it has one.
+    pub fn commit_info(&self) -> Option<&serde_json::Value> {
+        self.actions.iter().find_map(|a| a.commit_info.as_ref())
+    }
+}
+
+/// An object a version removed, and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Removed {
+    /// The version whose entry removed it.
+    pub version: u64,
+    /// Unix milliseconds of the removal, as its entry records it.
+    pub deletion_timestamp: Option<i64>,
+    pub size: Option<u64>,
+}
+
+/// The state of the table at one version.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// The newest version applied; `None` before the first commit.
+    pub version: Option<u64>,
+    /// The table has no log: this is its first version, the union of the manifests written
+    /// under `manifests/` by builds before the log.
+    pub from_manifests: bool,
+    pub protocol: Option<Protocol>,
+    pub metadata: Option<Metadata>,
+    /// The objects of this version, by path relative to the table.
+    files: BTreeMap<String, Add>,
+    /// Objects removed by this version or an earlier one and not added again since.
+    removed: BTreeMap<String, Removed>,
+    /// Manifests already read (a table without a log reads them to build its version).
+    pub(crate) known: BTreeMap<String, Arc<Manifest>>,
+}
+
+impl Snapshot {
+    /// Applies the entries after this version, in order (the caller checks they follow on).
+    pub fn apply(&mut self, entry: &LogEntry) {
+        for a in &entry.actions {
+            if let Some(p) = &a.protocol {
+                self.protocol = Some(p.clone());
+            }
+            if let Some(m) = &a.meta_data {
+                self.metadata = Some(m.clone());
+            }
+            if let Some(r) = &a.remove {
+                self.files.remove(&r.path);
+                self.removed.insert(
+                    r.path.clone(),
+                    Removed {
+                        version: entry.version,
+                        deletion_timestamp: r.deletion_timestamp,
+                        size: r.size,
+                    },
+                );
+            }
+            if let Some(add) = &a.add {
+                self.removed.remove(&add.path);
+                self.files.insert(add.path.clone(), add.clone());
+            }
+        }
+        self.version = Some(entry.version);
+    }
+
+    /// The first version of a table with no log: every object of `manifests` (store path and
+    /// manifest, oldest load first), ranked equal, ties broken by manifest.
+    pub fn from_manifests(table: &TablePaths, manifests: Vec<(String, Manifest)>) -> Snapshot {
+        let mut s = Snapshot {
+            version: (!manifests.is_empty()).then_some(0),
+            from_manifests: !manifests.is_empty(),
+            ..Snapshot::default()
+        };
+        for (key, m) in manifests {
+            let manifest_path = table.relative(&key).unwrap_or(&key).to_string();
+            for (position, o) in m.objects.iter().enumerate() {
+                let path = table.relative(&o.key).unwrap_or(&o.key).to_string();
+                let add = object_add(&path, o, m.committed_at_ms, true, |tags| {
+                    tags.insert(TAG_MANIFEST.into(), manifest_path.clone());
+                    tags.insert(TAG_POSITION.into(), position.to_string());
+                    tags.insert(TAG_ORDER.into(), "0".into());
+                });
+                s.files.insert(path, add);
+            }
+            s.known.insert(key, Arc::new(m));
+        }
+        s
+    }
+
+    /// The objects of this version, by path relative to the table.
+    pub fn files(&self) -> &BTreeMap<String, Add> {
+        &self.files
+    }
+
+    /// Whether `path` (relative to the table) is in this version.
+    pub fn holds(&self, path: &str) -> bool {
+        self.files.contains_key(path)
+    }
+
+    /// Objects removed at or before this version and not added again: readers of older
+    /// versions may still read them until `gc` deletes them.
+    pub fn removed(&self) -> &BTreeMap<String, Removed> {
+        &self.removed
+    }
+
+    /// The version the next commit creates.
+    pub fn next_version(&self) -> u64 {
+        self.version.map_or(0, |v| v + 1)
+    }
+}
+
+/// An `add` for object `o` at `path`, with tags set by `tag`.
+pub(crate) fn object_add(
+    path: &str,
+    o: &ObjectEntry,
+    modification_time_ms: u64,
+    data_change: bool,
+    tag: impl FnOnce(&mut BTreeMap<String, String>),
+) -> Add {
+    let mut tags = BTreeMap::new();
+    tag(&mut tags);
+    Add {
+        path: path.to_string(),
+        partition_values: BTreeMap::new(),
+        size: o.bytes,
+        modification_time: modification_time_ms as i64,
+        data_change,
+        stats: Some(serde_json::json!({ "numRecords": o.rows }).to_string()),
+        tags: Some(tags),
+    }
+}
+
+/// An object of a version, as its manifest describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveObject {
+    /// Its position among the manifest's objects.
+    pub position: usize,
+    /// Its rank among equal sort keys (lower first); see [`crate::actions::TAG_ORDER`].
+    pub order: u64,
+}
+
+/// A manifest with the objects a version holds of it.
+#[derive(Debug, Clone)]
+pub struct LiveManifest {
+    /// Store path of the manifest.
+    pub key: String,
+    pub manifest: Arc<Manifest>,
+    /// The manifest's objects in the version, by position.
+    pub live: Vec<LiveObject>,
+}
+
+impl LiveManifest {
+    /// The version's objects of this manifest, with their entries.
+    pub fn objects(&self) -> impl Iterator<Item = (&LiveObject, &ObjectEntry)> {
+        self.live
+            .iter()
+            .map(|l| (l, &self.manifest.objects[l.position]))
+    }
+
+    /// The lowest rank of its objects in the version.
+    pub fn order(&self) -> u64 {
+        self.live.iter().map(|l| l.order).min().unwrap_or(0)
+    }
+}

@@ -1,0 +1,273 @@
+//! The log on a local store: versions, readers of old versions, conflicts, tables from before
+//! the log.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field, Schema};
+use object_store::ObjectStore;
+use object_store::local::LocalFileSystem;
+use object_store::path::Path;
+use object_store::{ObjectStoreExt, PutPayload};
+use ravel_log::{Commit, Committed, LogError, Operation, TableLog};
+use ravel_manifest::{MANIFEST_FORMAT, Manifest, ObjectEntry};
+use ravel_store::TablePaths;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    store: Arc<dyn ObjectStore>,
+    log: TableLog,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn ObjectStore> =
+        Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+    let log = TableLog::new(store.clone(), TablePaths::new("t").unwrap());
+    Fixture {
+        _dir: dir,
+        store,
+        log,
+    }
+}
+
+fn manifest(id: &str, objects: &[&str]) -> Manifest {
+    Manifest {
+        format: MANIFEST_FORMAT,
+        load_id: id.into(),
+        committed_at_ms: 1,
+        layout_generation: 0,
+        sort_key: vec![],
+        schema: Schema::new(vec![Field::new("x", DataType::Int64, false)]),
+        objects: objects
+            .iter()
+            .map(|o| ObjectEntry {
+                key: format!("t/data/{o}.parquet"),
+                rows: 10,
+                bytes: 100,
+                run: 0,
+                first_key: None,
+                last_key: None,
+                ranges: BTreeMap::new(),
+            })
+            .collect(),
+        blooms: None,
+    }
+}
+
+impl Fixture {
+    async fn put_manifest(&self, dir: &str, m: &Manifest) -> String {
+        let key = format!("t/{dir}/{}.json", m.load_id);
+        let bytes = serde_json::to_vec(m).unwrap();
+        self.store
+            .put(&Path::from(key.as_str()), PutPayload::from(bytes))
+            .await
+            .unwrap();
+        key
+    }
+
+    async fn commit(
+        &self,
+        op: Operation,
+        m: &Manifest,
+        removes: &[&str],
+    ) -> Result<Committed, LogError> {
+        let key = self.put_manifest("_ravel/manifests", m).await;
+        self.log
+            .commit(&Commit {
+                operation: op,
+                manifest_key: key,
+                manifest: m,
+                orders: vec![None; m.objects.len()],
+                removes: removes
+                    .iter()
+                    .map(|o| format!("t/data/{o}.parquet"))
+                    .collect(),
+                configuration: BTreeMap::new(),
+            })
+            .await
+    }
+
+    async fn live(&self, version: Option<u64>) -> Vec<String> {
+        let s = match version {
+            Some(v) => self.log.at(v).await.unwrap(),
+            None => self.log.latest().await.unwrap(),
+        };
+        let mut keys: Vec<String> = self
+            .log
+            .manifests(&s)
+            .await
+            .unwrap()
+            .iter()
+            .flat_map(|m| m.objects().map(|(_, o)| o.key.clone()).collect::<Vec<_>>())
+            .map(|k| {
+                k.trim_start_matches("t/data/")
+                    .trim_end_matches(".parquet")
+                    .to_string()
+            })
+            .collect();
+        keys.sort();
+        keys
+    }
+}
+
+#[tokio::test]
+async fn loads_add_versions_and_old_versions_stay_readable() {
+    let f = fixture();
+    assert_eq!(f.log.latest().await.unwrap().version, None);
+    let a = manifest("a", &["a1", "a2"]);
+    assert_eq!(
+        f.commit(Operation::Load, &a, &[]).await.unwrap(),
+        Committed::Version(0)
+    );
+    let b = manifest("b", &["b1"]);
+    assert_eq!(
+        f.commit(Operation::Load, &b, &[]).await.unwrap(),
+        Committed::Version(1)
+    );
+    assert_eq!(f.live(None).await, ["a1", "a2", "b1"]);
+    assert_eq!(f.live(Some(0)).await, ["a1", "a2"]);
+    // Ranks follow the commits: the first load's objects sort first among equal keys.
+    let latest = f.log.latest().await.unwrap();
+    let ms = f.log.manifests(&latest).await.unwrap();
+    let orders: Vec<u64> = ms.iter().map(|m| m.order()).collect();
+    assert_eq!(orders, [0, 1]);
+    assert_eq!(ms[0].manifest.load_id, "a");
+    // The entry is a Delta log entry: commitInfo, protocol and metaData first, then adds.
+    let entry = f.log.entry(0).await.unwrap();
+    assert_eq!(entry.commit_info().unwrap()["operation"], "WRITE");
+    assert!(entry.actions[1].protocol.is_some() && entry.actions[2].meta_data.is_some());
+    let add = entry.actions[3].add.as_ref().unwrap();
+    assert_eq!((add.path.as_str(), add.size), ("data/a1.parquet", 100));
+    // The second load changed neither schema nor settings: no metaData again.
+    let second = f.log.entry(1).await.unwrap();
+    assert!(second.actions.iter().all(|a| a.meta_data.is_none()));
+    // A rerun of a committed load writes nothing; a load sharing one object is refused.
+    assert_eq!(
+        f.commit(Operation::Load, &a, &[]).await.unwrap(),
+        Committed::AlreadyLive { version: 1 }
+    );
+    let c = manifest("c", &["c1", "a1"]);
+    let err = f.commit(Operation::Load, &c, &[]).await.unwrap_err();
+    assert!(matches!(err, LogError::AlreadyLive { .. }), "{err}");
+    assert_eq!(f.log.versions().await.unwrap(), [0, 1]);
+}
+
+#[tokio::test]
+async fn concurrent_loads_all_land() {
+    let f = Arc::new(fixture());
+    let mut tasks = Vec::new();
+    for i in 0..12 {
+        let f = f.clone();
+        tasks.push(tokio::spawn(async move {
+            let m = manifest(&format!("l{i:02}"), &[&format!("o{i:02}")]);
+            f.commit(Operation::Load, &m, &[]).await.unwrap()
+        }));
+    }
+    let mut versions = Vec::new();
+    for t in tasks {
+        match t.await.unwrap() {
+            Committed::Version(v) => versions.push(v),
+            other => panic!("{other:?}"),
+        }
+    }
+    versions.sort_unstable();
+    assert_eq!(versions, (0..12).collect::<Vec<u64>>());
+    assert_eq!(f.live(None).await.len(), 12);
+}
+
+#[tokio::test]
+async fn compaction_replaces_its_inputs_and_conflicts_when_one_left() {
+    let f = fixture();
+    f.commit(Operation::Load, &manifest("a", &["a1", "a2"]), &[])
+        .await
+        .unwrap();
+    f.commit(Operation::Load, &manifest("b", &["b1"]), &[])
+        .await
+        .unwrap();
+    let merged = manifest("m", &["m1"]);
+    // A load lands while the compaction runs: it stays.
+    f.commit(Operation::Load, &manifest("c", &["c1"]), &[])
+        .await
+        .unwrap();
+    let done = f
+        .commit(Operation::Compaction, &merged, &["a1", "a2", "b1"])
+        .await
+        .unwrap();
+    assert_eq!(done, Committed::Version(3));
+    assert_eq!(f.live(None).await, ["c1", "m1"]);
+    assert_eq!(f.live(Some(2)).await, ["a1", "a2", "b1", "c1"]);
+    let latest = f.log.latest().await.unwrap();
+    assert_eq!(latest.removed().len(), 3);
+    assert_eq!(latest.removed()["data/a1.parquet"].version, 3);
+    let entry = f.log.entry(3).await.unwrap();
+    assert_eq!(entry.commit_info().unwrap()["operation"], "OPTIMIZE");
+    let remove = entry
+        .actions
+        .iter()
+        .find_map(|a| a.remove.as_ref())
+        .unwrap();
+    assert!(!remove.data_change);
+    // A second compaction of the same inputs lost: nothing written.
+    let other = manifest("n", &["n1"]);
+    let err = f
+        .commit(Operation::Compaction, &other, &["a1", "b1"])
+        .await
+        .unwrap_err();
+    assert!(err.is_conflict(), "{err}");
+    assert!(err.to_string().contains("rerun"), "{err}");
+    assert_eq!(f.log.versions().await.unwrap(), [0, 1, 2, 3]);
+}
+
+#[tokio::test]
+async fn a_table_from_before_the_log_reads_as_its_first_version() {
+    let f = fixture();
+    let old = [
+        manifest("0001-x", &["x1", "x2"]),
+        manifest("0002-y", &["y1"]),
+    ];
+    for m in &old {
+        f.put_manifest("manifests", m).await;
+    }
+    let first = f.log.latest().await.unwrap();
+    assert!(first.from_manifests);
+    assert_eq!(first.version, Some(0));
+    assert_eq!(f.live(None).await, ["x1", "x2", "y1"]);
+    let v = f
+        .commit(Operation::Load, &manifest("z", &["z1"]), &[])
+        .await
+        .unwrap();
+    assert_eq!(v, Committed::Version(1));
+    let convert = f.log.entry(0).await.unwrap();
+    assert_eq!(convert.commit_info().unwrap()["operation"], "CONVERT");
+    assert_eq!(f.live(Some(0)).await, ["x1", "x2", "y1"]);
+    assert_eq!(f.live(None).await, ["x1", "x2", "y1", "z1"]);
+    let latest = f.log.latest().await.unwrap();
+    assert!(!latest.from_manifests);
+    let ms = f.log.manifests(&latest).await.unwrap();
+    assert_eq!(ms.last().unwrap().manifest.load_id, "z");
+}
+
+#[tokio::test]
+async fn a_missing_entry_is_named() {
+    let f = fixture();
+    for i in 0..3 {
+        let m = manifest(&format!("l{i}"), &[&format!("o{i}")]);
+        f.commit(Operation::Load, &m, &[]).await.unwrap();
+    }
+    f.store
+        .delete(&Path::from("t/_delta_log/00000000000000000001.json"))
+        .await
+        .unwrap();
+    let err = f.log.latest().await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LogError::Gap {
+                missing: 1,
+                newest: 2
+            }
+        ),
+        "{err}"
+    );
+}
