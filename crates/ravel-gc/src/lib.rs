@@ -1,8 +1,12 @@
-//! Garbage collection of a table's objects: an object under `<table>/data/` that no manifest
-//! lists is unreferenced, left by a load that failed or was killed before its manifest. `gc`
-//! reports every such object and deletes those whose last write is older than a retention.
+//! Garbage collection of a table's objects. The table keeps the objects, Bloom sidecars and
+//! manifests of its newest version, and every manifest a version of its log names. Any other
+//! object under `<table>/data/` or manifest under `<table>/_ravel/manifests/` is unreferenced:
+//! left by a load or compaction that failed or was killed before its commit, or removed by a
+//! version (a compaction replaced it). `gc` reports every such object and deletes those older
+//! than a retention: since their last write, or, for a removed object, since its removal, so
+//! that a reader part-way through an older version keeps reading it within the retention.
 //!
-//! A running load's objects are unreferenced until its manifest is written. Such a load holds a
+//! A running load or compaction's objects are unreferenced until its commit. Such a writer holds a
 //! lease (see [`ravel_store::lease`]): while any live lease exists on the table, `gc` deletes nothing and
 //! names the loads that block it. The retention is a second guard: since names are content
 //! hashes, a load may find an old orphan already under the name of an object it just encoded
@@ -10,21 +14,23 @@
 //! age. And a load checks, just before its commit, that every object it lists is stored: one
 //! whose object `gc` deleted fails and publishes nothing.
 //!
-//! Order of work: read the manifests, list the objects, pick the unreferenced ones older than
-//! the retention; read the leases (a load holds its lease from before its first upload until
-//! after its commit, so every object listed before is either in a manifest read after, in a
-//! live lease's load, or an orphan); then read the manifests again, and just before each delete
+//! Order of work: read the log, list the objects, pick the unreferenced ones older than the
+//! retention; read the leases (a writer holds its lease from before its first upload until
+//! after its commit, so every object listed before is either in a version read after, in a
+//! live lease's load, or an orphan); then read the log again, and just before each delete
 //! read the leases again (a load may have started meanwhile) and ask the object's age again. A
 //! referenced object is never deleted. A table is what has anything stored under its prefix:
-//! one with a layout or objects but no manifests is collected like any other.
+//! one with a layout or objects but no versions is collected like any other.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::TryStreamExt;
 use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
-use ravel_manifest::{ManifestError, read_manifests};
+use ravel_log::{LogError, TableLog};
+use ravel_manifest::ManifestError;
 use ravel_store::{Store, StoreError, TablePaths};
 use serde::Serialize;
 
@@ -60,8 +66,11 @@ impl GcOptions {
 pub struct Unreferenced {
     pub key: String,
     pub bytes: u64,
-    /// Seconds since its last write.
+    /// Seconds since its last write, or since a version removed it if one did.
     pub age_s: u64,
+    /// A version removed it (a compaction replaced it): readers of older versions may still
+    /// read it within the retention.
+    pub removed: bool,
     /// Deleted by this run.
     pub deleted: bool,
 }
@@ -71,9 +80,9 @@ pub struct Unreferenced {
 pub struct GcReport {
     pub table: String,
     pub manifests: usize,
-    /// Objects under the table's data prefix.
+    /// Objects under the table's data prefix and manifests under `_ravel/manifests/`.
     pub objects: usize,
-    /// Of those, listed by a manifest.
+    /// Of those, referenced by the table (see the crate docs).
     pub referenced: usize,
     pub unreferenced: Vec<Unreferenced>,
     pub deleted: usize,
@@ -96,6 +105,8 @@ pub enum GcError {
     Manifest(#[from] ManifestError),
     #[error(transparent)]
     Lease(#[from] LeaseError),
+    #[error(transparent)]
+    Log(#[from] LogError),
     #[error(
         "table {0:?} has nothing stored under its prefix in this store (no layout, schema, objects or loads)"
     )]
@@ -120,21 +131,63 @@ impl GcError {
     }
 }
 
+/// What the table references: every object, sidecar and manifest that `gc` keeps.
+struct Refs {
+    /// Manifests of the newest version.
+    manifests: usize,
+    /// Objects and sidecars of the newest version; manifests any version names.
+    keys: HashSet<String>,
+    /// Objects a version removed, with the seconds since the removal: readers of older
+    /// versions may read them until the retention has passed.
+    removed: HashMap<String, u64>,
+}
+
 async fn referenced(
-    store: &dyn ObjectStore,
+    store: &Arc<dyn ObjectStore>,
     table: &TablePaths,
-) -> Result<(usize, HashSet<String>), GcError> {
-    let manifests = read_manifests(store, table).await?;
-    let keys = manifests
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Refs, GcError> {
+    let log = TableLog::new(store.clone(), table.clone());
+    let history = log.history().await?;
+    let snapshot = if history.is_empty() {
+        log.latest().await?
+    } else {
+        let mut s = ravel_log::Snapshot::default();
+        history.iter().for_each(|e| s.apply(e));
+        s
+    };
+    let live = log.manifests(&snapshot).await?;
+    let mut keys: HashSet<String> = live
         .iter()
-        .flat_map(|(_, m)| {
-            m.objects
-                .iter()
-                .map(|o| o.key.clone())
-                .chain(m.blooms.iter().map(|b| b.key.clone()))
+        .flat_map(|m| {
+            m.objects()
+                .map(|(_, o)| o.key.clone())
+                .chain(m.manifest.blooms.iter().map(|b| b.key.clone()))
+                .collect::<Vec<_>>()
         })
         .collect();
-    Ok((manifests.len(), keys))
+    // Every manifest a version names stays: older versions read through it.
+    for e in &history {
+        for a in &e.actions {
+            if let Some(m) = a.add.as_ref().and_then(|a| a.tag(ravel_log::TAG_MANIFEST)) {
+                keys.insert(table.absolute(m));
+            }
+        }
+    }
+    let now_ms = now.timestamp_millis();
+    let removed = snapshot
+        .removed()
+        .iter()
+        .map(|(path, r)| {
+            let age_ms = now_ms - r.deletion_timestamp.unwrap_or(now_ms);
+            (table.absolute(path), (age_ms.max(0) / 1000) as u64)
+        })
+        .collect();
+    Ok(Refs {
+        manifests: live.len(),
+        keys,
+        removed,
+    })
 }
 
 async fn list(store: &dyn ObjectStore, dir: &Path) -> Result<Vec<ObjectMeta>, GcError> {
@@ -147,6 +200,25 @@ async fn list(store: &dyn ObjectStore, dir: &Path) -> Result<Vec<ObjectMeta>, Gc
             key: dir.to_string(),
             source,
         })
+}
+
+/// An object no version references: its age is since its last write, or since its removal
+/// when a version removed it (readers of older versions may read it until then).
+fn unreferenced_object(
+    refs: &Refs,
+    now: chrono::DateTime<chrono::Utc>,
+    m: &ObjectMeta,
+) -> Unreferenced {
+    let key = m.location.to_string();
+    let written = age_s(now, m.last_modified);
+    let removed = refs.removed.get(&key).copied();
+    Unreferenced {
+        age_s: removed.map_or(written, |r| r.min(written)),
+        removed: removed.is_some(),
+        key,
+        bytes: m.size,
+        deleted: false,
+    }
 }
 
 fn age_s(now: chrono::DateTime<chrono::Utc>, written: chrono::DateTime<chrono::Utc>) -> u64 {
@@ -166,22 +238,19 @@ fn live(leases: &[FoundLease]) -> Vec<String> {
 /// unless a running load's lease blocks it.
 pub async fn gc(store: &Store, table: &str, opts: &GcOptions) -> Result<GcReport, GcError> {
     let table = TablePaths::new(table)?;
-    let os = store.object_store().as_ref();
-    let (manifests, refs) = referenced(os, &table).await?;
-    let listed = list(os, &table.data_dir()).await?;
-    if manifests == 0 && listed.is_empty() && list(os, &table.root()).await?.is_empty() {
+    let arc = store.object_store().clone();
+    let os = arc.as_ref();
+    let now = chrono::Utc::now();
+    let refs = referenced(&arc, &table, now).await?;
+    let mut listed = list(os, &table.data_dir()).await?;
+    listed.extend(list(os, &table.commit_manifests_dir()).await?);
+    if refs.manifests == 0 && listed.is_empty() && list(os, &table.root()).await?.is_empty() {
         return Err(GcError::NoSuchTable(table.name().to_string()));
     }
-    let now = chrono::Utc::now();
     let mut unreferenced: Vec<Unreferenced> = listed
         .iter()
-        .filter(|m| !refs.contains(m.location.as_ref()))
-        .map(|m| Unreferenced {
-            key: m.location.to_string(),
-            bytes: m.size,
-            age_s: age_s(now, m.last_modified),
-            deleted: false,
-        })
+        .filter(|m| !refs.keys.contains(m.location.as_ref()))
+        .map(|m| unreferenced_object(&refs, now, m))
         .collect();
     unreferenced.sort_by(|a, b| a.key.cmp(&b.key));
     // Read after the listing: a load whose object was listed held its lease since before.
@@ -191,7 +260,7 @@ pub async fn gc(store: &Store, table: &str, opts: &GcOptions) -> Result<GcReport
     let mut deleted_bytes = 0;
     if !opts.dry_run && blocked_by.is_empty() {
         if unreferenced.iter().any(|u| u.age_s >= retention) {
-            let outcome = delete_old(os, &table, opts, &mut unreferenced).await?;
+            let outcome = delete_old(&arc, &table, opts, &mut unreferenced).await?;
             deleted_bytes = outcome.deleted_bytes;
             blocked_by = outcome.blocked_by;
         }
@@ -202,7 +271,7 @@ pub async fn gc(store: &Store, table: &str, opts: &GcOptions) -> Result<GcReport
     }
     Ok(GcReport {
         table: table.name().to_string(),
-        manifests,
+        manifests: refs.manifests,
         objects: listed.len(),
         referenced: listed.len() - unreferenced.len(),
         deleted: unreferenced.iter().filter(|u| u.deleted).count(),
@@ -224,17 +293,18 @@ struct Deleted {
 
 /// Deletes the candidates that are still unreferenced, still old, and while no load runs.
 async fn delete_old(
-    os: &dyn ObjectStore,
+    arc: &Arc<dyn ObjectStore>,
     table: &TablePaths,
     opts: &GcOptions,
     unreferenced: &mut [Unreferenced],
 ) -> Result<Deleted, GcError> {
     let retention = opts.older_than.as_secs();
     // A load may have committed since the first read: its objects are referenced now.
-    let (_, refs_now) = referenced(os, table).await?;
+    let refs_now = referenced(arc, table, chrono::Utc::now()).await?;
+    let os = arc.as_ref();
     let mut deleted_bytes = 0;
     for u in unreferenced.iter_mut() {
-        if u.age_s < retention || refs_now.contains(&u.key) {
+        if u.age_s < retention || refs_now.keys.contains(&u.key) {
             continue;
         }
         // A load that started since the last look may be about to reuse this object.
@@ -258,7 +328,8 @@ async fn delete_old(
                 });
             }
         };
-        u.age_s = age_s(chrono::Utc::now(), meta.last_modified);
+        u.age_s = age_s(chrono::Utc::now(), meta.last_modified)
+            .min(refs_now.removed.get(&u.key).copied().unwrap_or(u64::MAX));
         if u.age_s < retention {
             continue;
         }

@@ -188,6 +188,35 @@ impl Layout {
         v
     }
 
+    /// The layout as table properties (`ravel.`-prefixed names, string values), which the
+    /// table's Delta metadata records for engines that read it. Unset parts are absent.
+    pub fn table_properties(&self) -> std::collections::BTreeMap<String, String> {
+        let mut p = std::collections::BTreeMap::new();
+        p.insert(
+            "ravel.layout.generation".into(),
+            self.generation.to_string(),
+        );
+        if let Some(s) = &self.stream {
+            p.insert("ravel.layout.stream".into(), s.clone());
+        }
+        if let Some(t) = &self.time {
+            p.insert("ravel.layout.time".into(), t.clone());
+        }
+        if let Some(k) = &self.clustering_key {
+            p.insert("ravel.layout.key".into(), k.columns.join(","));
+            p.insert("ravel.layout.bucket".into(), k.bucket_width.to_string());
+        }
+        p.insert(
+            "ravel.layout.bloomScope".into(),
+            self.bloom.scope.to_string(),
+        );
+        let sort_key = self.sort_key_names();
+        if !sort_key.is_empty() {
+            p.insert("ravel.layout.sortKey".into(), sort_key.join(", "));
+        }
+        p
+    }
+
     /// Every sort column with its role, in sort order (stream, key…, time).
     pub fn sort_columns(&self) -> Vec<(&'static str, &str)> {
         let mut cols = Vec::new();

@@ -48,6 +48,7 @@ pub fn run(args: BenchQueriesArgs) -> Result<()> {
         manifest_pruning: !args.no_manifest_pruning,
         sql_name: args.sql_name.clone(),
         target_partitions: None,
+        version: None,
     };
     let json = args.json;
     let mut header = !json;

@@ -80,11 +80,11 @@ pub fn run(args: DemoArgs) -> Result<()> {
         .to_str()
         .context("store path is not UTF-8")?
         .to_string();
-    let manifests = store_dir.join("hits/manifests");
-    if std::fs::read_dir(&manifests).is_ok_and(|mut d| d.next().is_some()) {
+    let log = store_dir.join("hits/_delta_log");
+    if std::fs::read_dir(&log).is_ok_and(|mut d| d.next().is_some()) {
         println!(
             "\n== load\nthe demo table is already loaded ({}); delete {} to start over",
-            manifests.display(),
+            log.display(),
             store_dir.display()
         );
     } else {
@@ -137,6 +137,7 @@ fn next_steps(store: &str) -> Result<()> {
         format: crate::query_cmd::Format::Table,
         stats: true,
         no_manifest_pruning: false,
+        version: None,
     })?;
     println!("\n== verify: {verify}");
     crate::verify_cmd::run(crate::verify_cmd::VerifyArgs {

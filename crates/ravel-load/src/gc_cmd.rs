@@ -66,12 +66,19 @@ fn print_report(r: &GcReport, older_than: &str) {
             "kept: a load is running"
         } else if r.dry_run && u.age_s >= r.older_than_s {
             "would delete"
+        } else if u.age_s < r.older_than_s && u.removed {
+            "kept: removed by a version younger than the retention"
         } else if u.age_s < r.older_than_s {
             "kept: younger than the retention"
         } else {
             "kept"
         };
-        println!("  {} {} bytes, {} s old: {what}", u.key, u.bytes, u.age_s);
+        let age = if u.removed {
+            "since its removal"
+        } else {
+            "old"
+        };
+        println!("  {} {} bytes, {} s {age}: {what}", u.key, u.bytes, u.age_s);
     }
     print_leases(r);
     println!(

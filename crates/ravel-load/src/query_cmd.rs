@@ -38,6 +38,10 @@ pub struct QueryArgs {
     /// Do not skip objects by the manifest's ranges (to compare).
     #[arg(long)]
     pub no_manifest_pruning: bool,
+    /// Read this version of the table instead of the newest (objects a compaction replaced
+    /// stay readable until `gc` deletes them after its retention).
+    #[arg(long)]
+    pub version: Option<u64>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -53,6 +57,7 @@ pub fn run(args: QueryArgs) -> Result<()> {
         manifest_pruning: !args.no_manifest_pruning,
         sql_name: args.sql_name.clone(),
         target_partitions: None,
+        version: args.version,
     };
     let rt = crate::runtime()?;
     rt.block_on(async {
@@ -141,8 +146,8 @@ fn print_stats(table: &QueryTable, spent: &Spent) {
     let o = table.opened();
     let t = &spent.traffic;
     eprintln!(
-        "manifests: {} read with {} GET(s), {} bytes",
-        o.manifests, o.traffic.gets, o.traffic.bytes
+        "version {}: {} manifest(s), log and manifests read with {} GET(s), {} bytes",
+        o.version, o.manifests, o.traffic.gets, o.traffic.bytes
     );
     eprintln!(
         "statement: {} row(s) in {:.3} s; {} GET(s), {} bytes fetched; objects touched {} of {} ({} kept by the manifest)",

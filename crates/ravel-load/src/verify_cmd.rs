@@ -51,9 +51,13 @@ pub fn run(args: VerifyArgs) -> Result<()> {
 }
 
 fn print_report(r: &VerifyReport) {
+    let version = r
+        .version
+        .map_or_else(|| "no version".to_string(), |v| format!("version {v}"));
     println!(
-        "table {}: {} manifest(s), {} object(s), {} rows, {} bytes{}",
+        "table {} {version} ({} log entries): {} manifest(s), {} object(s), {} rows, {} bytes{}",
         r.table,
+        r.versions,
         r.manifests,
         r.objects,
         r.rows,
@@ -75,12 +79,18 @@ fn print_report(r: &VerifyReport) {
     }
     if !r.orphans.is_empty() {
         println!(
-            "{} orphan(s) under data/ that no manifest lists (left by failed loads):",
+            "{} orphan(s) under data/ that no version lists (left by failed loads or compactions):",
             r.orphans.len()
         );
         for o in &r.orphans {
             println!("  {o}");
         }
+    }
+    if r.removed > 0 {
+        println!(
+            "{} object(s) removed by compaction, {} still stored (gc deletes them after its retention)",
+            r.removed, r.removed_stored
+        );
     }
     for n in &r.notes {
         println!("note: {n}");

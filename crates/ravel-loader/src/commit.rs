@@ -1,58 +1,84 @@
-//! The committer: publishes a load's manifest once its objects are stored, unless the load is
-//! published already or would list an object another manifest lists.
+//! The committer: publishes a load as the table's next version once its objects are stored:
+//! writes the load's manifest, then the log entry that adds its objects (see `ravel-log`),
+//! unless the load is in the table already or would add an object the table holds.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
+use ravel_log::{Commit, Operation, Snapshot, TableLog};
 use ravel_manifest::Manifest;
 use ravel_store::TablePaths;
 
 use crate::LoadError;
 
-/// Publishes manifests of one table.
+/// Publishes versions of one table.
 #[derive(Debug, Clone)]
 pub struct Committer {
     store: Arc<dyn ObjectStore>,
     table: TablePaths,
+    log: TableLog,
 }
 
 /// What a commit did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Committed {
-    /// The manifest is written, at `path`.
-    Published { path: Path },
-    /// A manifest of the same objects under the same layout generation is published already
-    /// (a rerun of a load whose first run was published): nothing was written.
+    /// The manifest is written, at `path`, and version `version` adds its objects.
+    Published { path: Path, version: u64 },
+    /// Every object of the load is in the table already (a rerun of a load whose first run was
+    /// published): nothing was written. `load_id` names the published load.
     AlreadyPublished { load_id: String },
 }
 
 impl Committer {
     pub fn new(store: Arc<dyn ObjectStore>, table: TablePaths) -> Committer {
-        Committer { store, table }
+        let log = TableLog::new(store.clone(), table.clone());
+        Committer { store, table, log }
+    }
+
+    /// The table's log.
+    pub fn log(&self) -> &TableLog {
+        &self.log
     }
 
     /// Publishes `manifest`: checks that every object and the sidecar it lists is stored as
-    /// recorded, looks for an earlier publication of the same load (then publishes nothing)
-    /// or a manifest sharing one of its objects (then fails), and writes the manifest
-    /// create-if-absent.
-    pub async fn commit(&self, manifest: &Manifest) -> Result<Committed, LoadError> {
+    /// recorded, looks for the load in the newest version (then publishes nothing) or one of
+    /// its objects there (then fails), writes the manifest create-if-absent and commits the
+    /// version that adds its objects. `configuration` is recorded in the table's metadata.
+    pub async fn commit(
+        &self,
+        manifest: &Manifest,
+        configuration: BTreeMap<String, String>,
+    ) -> Result<Committed, LoadError> {
         // Never publish an object that is not there (`gc` of an older build, a hand, a bucket
         // rule may have deleted it since its upload).
         self.check_stored(manifest).await?;
-        // A rerun of a load that was published and then killed (or whose manifest write failed
-        // after landing, or whose objects were deleted and stored again just now) finds the
-        // earlier publication: publishing again would double its rows. An object listed by a
-        // manifest of other objects is refused for the same reason.
-        match self.find_published(manifest).await? {
-            Published::Nothing => {}
-            Published::Same(load_id) => return Ok(Committed::AlreadyPublished { load_id }),
-            Published::Overlapping { manifest, object } => {
-                return Err(LoadError::PublishedElsewhere { manifest, object });
-            }
+        // A rerun of a load that was published and then killed finds the earlier publication
+        // here (and the log checks again at the commit): publishing again would double its
+        // rows. An object the table holds among other objects is refused for the same reason.
+        let newest = self.log.latest().await?;
+        if let Some(load_id) = published_as(&self.table, &newest, manifest)? {
+            return Ok(Committed::AlreadyPublished { load_id });
         }
         let path = self.put_manifest(manifest).await?;
-        Ok(Committed::Published { path })
+        let commit = Commit {
+            operation: Operation::Load,
+            manifest_key: path.to_string(),
+            manifest,
+            orders: vec![None; manifest.objects.len()],
+            removes: Vec::new(),
+            configuration,
+        };
+        match self.log.commit(&commit).await? {
+            ravel_log::Committed::Version(version) => Ok(Committed::Published { path, version }),
+            ravel_log::Committed::AlreadyLive { .. } => {
+                let newest = self.log.latest().await?;
+                let load_id = published_as(&self.table, &newest, manifest)?
+                    .unwrap_or_else(|| manifest.load_id.clone());
+                Ok(Committed::AlreadyPublished { load_id })
+            }
+        }
     }
 
     /// Asks the store for every object and the sidecar `manifest` lists (a few at a time): each
@@ -91,11 +117,12 @@ impl Committer {
             .await
     }
 
-    /// Writes `manifest` create-if-absent under its load id: the commit. Returns its path.
+    /// Writes `manifest` create-if-absent under its load id, before the version that adds its
+    /// objects (alone it publishes nothing). Returns its path.
     pub async fn put_manifest(&self, manifest: &Manifest) -> Result<Path, LoadError> {
         let path = self
             .table
-            .manifests_dir()
+            .commit_manifests_dir()
             .join(format!("{}.json", manifest.load_id));
         let json = serde_json::to_vec_pretty(manifest).expect("a manifest serializes");
         // A retried request whose first attempt was stored (the response was lost) finds its
@@ -110,56 +137,44 @@ impl Committer {
             })?;
         Ok(path)
     }
-
-    /// How the table's published manifests stand to `manifest` (see [`published_as`]).
-    pub async fn find_published(&self, manifest: &Manifest) -> Result<Published, LoadError> {
-        let published = ravel_manifest::read_manifests(self.store.as_ref(), &self.table)
-            .await
-            .map_err(|e| LoadError::Internal {
-                task: "reading the table's manifests".into(),
-                message: e.to_string(),
-            })?;
-        Ok(published_as(&published, manifest))
-    }
 }
 
 /// Objects checked for existence at once before the commit.
 const CHECK_CONCURRENCY: usize = 16;
 
-/// How a load about to commit stands to the manifests published already.
-#[derive(Debug, PartialEq)]
-pub enum Published {
-    /// No published manifest lists any of its objects.
-    Nothing,
-    /// This load id lists the same objects under the same layout generation: the load is
-    /// published already.
-    Same(String),
-    /// This manifest lists `object` among others: publishing would list it twice.
-    Overlapping { manifest: String, object: String },
-}
-
-/// Compares `ours` with `published` (key, manifest): the same set of object keys under the
-/// same layout generation is the same load, whatever the order or which objects were stored
-/// again since; any shared object otherwise is an overlap. An object key (a content hash) may
-/// be listed by one manifest of a table only, so that no row counts twice. A later version log
-/// passes the manifests of the current version here.
-pub fn published_as(published: &[(String, Manifest)], ours: &Manifest) -> Published {
-    use std::collections::HashSet;
-    let keys: HashSet<&str> = ours.objects.iter().map(|o| o.key.as_str()).collect();
-    let mut overlap = None;
-    for (path, m) in published {
-        let theirs: HashSet<&str> = m.objects.iter().map(|o| o.key.as_str()).collect();
-        if m.layout_generation == ours.layout_generation && theirs == keys {
-            return Published::Same(m.load_id.clone());
-        }
-        if overlap.is_none()
-            && let Some(object) = m.objects.iter().find(|o| keys.contains(o.key.as_str()))
-        {
-            overlap = Some(Published::Overlapping {
-                manifest: path.clone(),
-                object: object.key.clone(),
-            });
-        }
+/// How `ours` stands to the version `newest`: `Some(load id)` when the version holds every
+/// object of it (the load is published already; the id is that of the manifest listing its
+/// first object), an error when it holds some of them (publishing would count their rows
+/// twice), `None` when it holds none. Objects are content hashes: the same key is the same rows.
+pub fn published_as(
+    table: &TablePaths,
+    newest: &Snapshot,
+    ours: &Manifest,
+) -> Result<Option<String>, LoadError> {
+    let held: Vec<&str> = ours
+        .objects
+        .iter()
+        .map(|o| table.relative(&o.key).unwrap_or(&o.key))
+        .filter(|p| newest.holds(p))
+        .collect();
+    let Some(first) = held.first() else {
+        return Ok(None);
+    };
+    let manifest = table.absolute(
+        newest.files()[*first]
+            .tag(ravel_log::TAG_MANIFEST)
+            .unwrap_or_default(),
+    );
+    if held.len() < ours.objects.len() {
+        return Err(LoadError::PublishedElsewhere {
+            manifest,
+            object: table.absolute(first),
+        });
     }
-    overlap.unwrap_or(Published::Nothing)
+    let load_id = manifest
+        .rsplit('/')
+        .next()
+        .and_then(|f| f.strip_suffix(".json"))
+        .unwrap_or(&manifest);
+    Ok(Some(load_id.to_string()))
 }

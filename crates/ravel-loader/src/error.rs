@@ -90,6 +90,10 @@ pub enum LoadError {
     )]
     PublishedElsewhere { manifest: String, object: String },
 
+    /// The table's log could not be read or written.
+    #[error(transparent)]
+    Log(#[from] ravel_log::LogError),
+
     #[error("load failed after storing {} object(s) that no manifest lists (gc collects them): {}", left_behind.len(), left_behind.join(", "))]
     Failed {
         left_behind: Vec<String>,

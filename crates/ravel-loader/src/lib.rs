@@ -18,7 +18,7 @@ pub mod tsv;
 mod upload;
 
 pub use budget::Budget;
-pub use commit::{Committed, Committer, Published, published_as};
+pub use commit::{Committed, Committer, published_as};
 pub use encode::{EncodeSettings, EncodedRun, RunEncoder, SortedRun};
 pub use error::{ArrowStage, LoadError};
 pub use loader::{LoadReport, Loader, StageTimes};

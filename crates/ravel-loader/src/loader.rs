@@ -506,15 +506,18 @@ impl Loader {
             .sidecar
             .store(&self.uploader, self.layout.bloom.fpp)
             .await?;
-        let committed = self.committer.commit(&manifest).await?;
+        let committed = self
+            .committer
+            .commit(&manifest, self.layout.table_properties())
+            .await?;
         self.stages.commit_s += t.elapsed().as_secs_f64();
         match committed {
             Committed::AlreadyPublished { load_id } => {
                 tracing::info!(load_id = %load_id, "an identical load is published already; nothing to publish");
                 Ok(self.report(load_id, true))
             }
-            Committed::Published { path } => {
-                tracing::info!(manifest = %path, objects = self.objects.len(), reused = self.reused, rows = self.rows, "load committed");
+            Committed::Published { path, version } => {
+                tracing::info!(version, manifest = %path, objects = self.objects.len(), reused = self.reused, rows = self.rows, "load committed");
                 Ok(self.report(manifest.load_id, false))
             }
         }

@@ -127,7 +127,7 @@ impl TableLog {
     pub async fn latest(&self) -> Result<Snapshot, LogError> {
         let history = self.history().await?;
         if history.is_empty() {
-            return self.from_manifests().await;
+            return self.read_legacy().await;
         }
         Ok(replay(&history))
     }
@@ -136,7 +136,7 @@ impl TableLog {
     pub async fn at(&self, version: u64) -> Result<Snapshot, LogError> {
         let versions = self.versions().await?;
         if versions.is_empty() && version == 0 {
-            let s = self.from_manifests().await?;
+            let s = self.read_legacy().await?;
             if s.version.is_some() {
                 return Ok(s);
             }
@@ -166,7 +166,7 @@ impl TableLog {
         Ok(entries)
     }
 
-    async fn from_manifests(&self) -> Result<Snapshot, LogError> {
+    async fn read_legacy(&self) -> Result<Snapshot, LogError> {
         let manifests = ravel_manifest::read_manifests(self.store.as_ref(), &self.table)
             .await
             .map_err(|e| LogError::Manifest {

@@ -1,7 +1,8 @@
 //! Reads a ravel table back with DataFusion.
 //!
-//! [`QueryTable::open`] reads the table's manifests and registers, in a fresh DataFusion
-//! `SessionContext`, a table of exactly the objects they list ([`table::RavelTable`]): sizes
+//! [`QueryTable::open`] reads the table's newest version (or the one asked for) and the
+//! manifests it names, and registers, in a fresh DataFusion `SessionContext`, a table of
+//! exactly the version's objects ([`table::RavelTable`]): sizes
 //! from the manifest (no listing, no HEAD), the stream column declared as each file group's
 //! order, Parquet pruning on (row-group statistics, page index, Bloom filters, filter
 //! pushdown), binary columns read as strings, and the manifest's per-object ranges skipping
@@ -36,7 +37,8 @@ use datafusion::datasource::ViewTable;
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::logical_expr::{LogicalPlan, cast};
 use datafusion::prelude::{Expr, SessionConfig, SessionContext, ident};
-use ravel_manifest::{ManifestError, read_manifests};
+use ravel_log::{LogError, TableLog};
+use ravel_manifest::ManifestError;
 use ravel_store::{Store, StoreError, TablePaths};
 use serde::Serialize;
 
@@ -52,7 +54,9 @@ pub enum QueryError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Manifest(#[from] ManifestError),
-    #[error("table {0:?} has no loads in this store (no manifests)")]
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error("table {0:?} has no loads in this store (no versions)")]
     NoSuchTable(String),
     #[error(
         "the loads of table {table:?} have different schemas ({first} and {other}); a table's loads share one"
@@ -125,6 +129,8 @@ pub struct QueryOptions {
     pub sql_name: Option<String>,
     /// DataFusion's target partitions (default: the number of cores).
     pub target_partitions: Option<usize>,
+    /// The version to read (default: the newest).
+    pub version: Option<u64>,
 }
 
 impl Default for QueryOptions {
@@ -133,6 +139,7 @@ impl Default for QueryOptions {
             manifest_pruning: true,
             sql_name: None,
             target_partitions: None,
+            version: None,
         }
     }
 }
@@ -152,6 +159,8 @@ pub struct Answer {
 /// Store traffic and size of opening a table.
 #[derive(Debug, Clone, Serialize)]
 pub struct Opened {
+    /// The version read.
+    pub version: u64,
     pub manifests: usize,
     pub objects: usize,
     /// Reading the manifests.
@@ -180,31 +189,41 @@ impl QueryTable {
         let counting = TrafficStore::new(store.object_store().clone());
         let counter = counting.counter();
         let counting = Arc::new(counting);
-        let manifests = read_manifests(counting.as_ref(), &paths).await?;
-        let Some((first_key, first)) = manifests.first() else {
+        let log = TableLog::new(counting.clone(), paths);
+        let snapshot = match opts.version {
+            Some(v) => log.at(v).await?,
+            None => log.latest().await?,
+        };
+        let manifests = log.manifests(&snapshot).await?;
+        let (Some(version), Some(first)) = (snapshot.version, manifests.first()) else {
             return Err(QueryError::NoSuchTable(table.to_string()));
         };
         // Loads agree when their names, types and order do (metadata and nullability do not
         // count); a column nullable in any load is read as nullable.
-        let mut file_schema = first.schema.clone();
-        for (key, m) in &manifests {
-            if !ravel_manifest::schemas_agree(&file_schema, &m.schema) {
+        let mut file_schema = first.manifest.schema.clone();
+        for m in &manifests {
+            if !ravel_manifest::schemas_agree(&file_schema, &m.manifest.schema) {
                 return Err(QueryError::SchemaDiffers {
                     table: table.to_string(),
-                    first: first_key.clone(),
-                    other: key.clone(),
+                    first: first.key.clone(),
+                    other: m.key.clone(),
                 });
             }
-            file_schema = ravel_manifest::widen(&file_schema, &m.schema);
+            file_schema = ravel_manifest::widen(&file_schema, &m.manifest.schema);
         }
-        let objects: usize = manifests.iter().map(|(_, m)| m.objects.len()).sum();
+        let objects: usize = manifests.iter().map(|m| m.live.len()).sum();
         // The stream column is first in every object's order when the newest load clustered.
-        let newest = &manifests.last().expect("one manifest").1;
+        let newest = &manifests.last().expect("one manifest").manifest;
         let stream = (!newest.sort_key.is_empty())
             .then(|| newest.sort_key.first().cloned())
             .flatten()
-            .filter(|s| manifests.iter().all(|(_, m)| m.sort_key.first() == Some(s)));
+            .filter(|s| {
+                manifests
+                    .iter()
+                    .all(|m| m.manifest.sort_key.first() == Some(s))
+            });
         let opened = Opened {
+            version,
             manifests: manifests.len(),
             objects,
             traffic: counter.get(),
@@ -229,7 +248,6 @@ impl QueryTable {
         let raw_date = file_schema
             .field_with_name("EventDate")
             .is_ok_and(|f| f.data_type() == &DataType::UInt16);
-        let manifests: Vec<_> = manifests.into_iter().map(|(_, m)| m).collect();
         let provider = RavelTable::new(
             &file_schema,
             &manifests,

@@ -24,7 +24,8 @@ use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::prelude::{Expr, col};
 use object_store::{ObjectStore, ObjectStoreExt};
 use ravel_bloom::Filter;
-use ravel_manifest::{BloomIndex, Manifest, ObjectEntry};
+use ravel_log::LiveManifest;
+use ravel_manifest::{BloomIndex, ObjectEntry};
 use serde::Serialize;
 
 use crate::prune::Pruner;
@@ -47,8 +48,10 @@ pub struct RavelTable {
     objects: Vec<ObjectEntry>,
     /// Per object, its load (index into `blooms`) and its position in that load.
     origins: Vec<(usize, usize)>,
-    /// Per load, its Bloom sidecar.
+    /// Per load, its Bloom sidecar and the number of objects its manifest lists (the filters
+    /// a sidecar section holds).
     blooms: Vec<Option<BloomIndex>>,
+    listed: Vec<usize>,
     /// Sidecar sections read so far, by (load, column): a hot statement reads none again.
     sections: tokio::sync::Mutex<Sections>,
     /// The store the sidecars are read from (the counting one).
@@ -61,11 +64,11 @@ pub struct RavelTable {
 }
 
 impl RavelTable {
-    /// The table of `manifests`' objects (oldest load first), read through `store`, which is
-    /// registered in the session under `store_url`.
+    /// The table of a version's objects (`manifests`, oldest rank first), read through
+    /// `store`, which is registered in the session under `store_url`.
     pub fn new(
         file_schema: &Schema,
-        manifests: &[Manifest],
+        manifests: &[LiveManifest],
         stream: Option<String>,
         store_url: ObjectStoreUrl,
         store: Arc<dyn ObjectStore>,
@@ -79,17 +82,22 @@ impl RavelTable {
         let mut origins = Vec::new();
         for (i, m) in manifests.iter().enumerate() {
             // Runs are numbered per load: make them distinct across loads.
-            objects.extend(m.objects.iter().cloned().map(|mut o| {
+            for (live, o) in m.objects() {
+                let mut o = o.clone();
                 o.run |= (i as u64) << 32;
-                o
-            }));
-            origins.extend((0..m.objects.len()).map(|j| (i, j)));
+                objects.push(o);
+                origins.push((i, live.position));
+            }
         }
         RavelTable {
             schema: Arc::new(schema),
             objects,
             origins,
-            blooms: manifests.iter().map(|m| m.blooms.clone()).collect(),
+            blooms: manifests
+                .iter()
+                .map(|m| m.manifest.blooms.clone())
+                .collect(),
+            listed: manifests.iter().map(|m| m.manifest.objects.len()).collect(),
             sections: Default::default(),
             store,
             stream,
@@ -121,8 +129,7 @@ impl RavelTable {
             .store
             .get_range(&path, s.offset..s.offset + s.len)
             .await?;
-        let objects = self.origins.iter().filter(|(l, _)| *l == load).count();
-        let filters = ravel_bloom::decode_section(&bytes, objects).map_err(|e| {
+        let filters = ravel_bloom::decode_section(&bytes, self.listed[load]).map_err(|e| {
             datafusion::error::DataFusionError::External(
                 format!("Bloom sidecar {}: {e}", index.key).into(),
             )

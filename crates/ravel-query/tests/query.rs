@@ -162,7 +162,12 @@ async fn traffic_is_counted_exactly_on_a_statement_that_touches_one_object() {
         .await
         .unwrap();
     assert_eq!(table.opened().manifests, 1);
-    assert_eq!(table.opened().traffic.gets, 1, "one manifest, one GET");
+    let opened = table.opened();
+    assert_eq!(
+        (opened.version, opened.traffic.lists, opened.traffic.gets),
+        (0, 1, 2),
+        "one LIST of the log, one GET of its entry, one of the manifest"
+    );
     let a = table.sql(&sql).await.unwrap();
     assert_eq!(a.scan.kept, 1);
     assert_eq!(a.traffic.objects, 1, "{:?}", a.traffic);

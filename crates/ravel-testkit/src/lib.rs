@@ -38,6 +38,26 @@ pub async fn set_layout(store: &Store, table: &str, layout: &ravel_layout::Layou
         .expect("layout update");
 }
 
+/// The manifests of `table`'s newest version, each reduced to the objects the version holds
+/// (oldest rank first); panics on failure (a test fixture).
+pub async fn published(store: &Store, table: &str) -> Vec<ravel_manifest::Manifest> {
+    let log = ravel_log::TableLog::new(
+        store.object_store().clone(),
+        ravel_store::TablePaths::new(table).expect("table name"),
+    );
+    let newest = log.latest().await.expect("the table's log reads");
+    log.manifests(&newest)
+        .await
+        .expect("the version's manifests read")
+        .into_iter()
+        .map(|m| {
+            let mut manifest = m.manifest.as_ref().clone();
+            manifest.objects = m.objects().map(|(_, o)| o.clone()).collect();
+            manifest
+        })
+        .collect()
+}
+
 /// A random number from the standard library's per-process hash keys.
 fn random_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher};

@@ -23,6 +23,7 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::metadata::{FooterTail, ParquetMetaData, ParquetMetaDataReader};
 use ravel_layout::{ClusteringOrder, Layout, LayoutError, LayoutStore};
+use ravel_log::TableLog;
 use ravel_manifest::{Manifest, ManifestError, ObjectEntry, compare_keys, key_value};
 use ravel_store::{Store, StoreError};
 use serde::Serialize;
@@ -75,6 +76,10 @@ pub struct Overlap {
 #[derive(Debug, Clone, Serialize)]
 pub struct VerifyReport {
     pub table: String,
+    /// The version verified (the newest); `None` when nothing was ever committed.
+    pub version: Option<u64>,
+    /// Entries in the table's log (0 for a table written before the log).
+    pub versions: usize,
     pub manifests: usize,
     pub objects: usize,
     pub rows: u64,
@@ -83,7 +88,14 @@ pub struct VerifyReport {
     pub overlap: Option<Overlap>,
     pub deep: bool,
     pub violations: Vec<Violation>,
+    /// Objects under `data/` that no version lists: left by loads or compactions that failed or
+    /// were killed before their commit (`gc` collects them).
     pub orphans: Vec<String>,
+    /// Objects the current version no longer holds (a compaction replaced them); readers of
+    /// older versions may still read them until `gc` deletes them after its retention.
+    pub removed: usize,
+    /// Of those, still stored.
+    pub removed_stored: usize,
     /// What verify could not check and why (not violations: the table's promises hold).
     pub notes: Vec<String>,
 }
@@ -104,6 +116,8 @@ pub enum VerifyError {
     Layout(#[from] LayoutError),
     #[error(transparent)]
     Manifest(#[from] ManifestError),
+    #[error(transparent)]
+    Log(#[from] ravel_log::LogError),
     #[error("listing {prefix}: {source}")]
     List {
         prefix: String,
@@ -127,7 +141,7 @@ impl VerifyError {
     }
 }
 
-/// Verifies `table` in `store`.
+/// Verifies `table` in `store`: its newest version.
 pub async fn verify(
     store: &Store,
     table: &str,
@@ -136,7 +150,15 @@ pub async fn verify(
     let layouts = LayoutStore::new(store, table)?;
     let paths = layouts.table().clone();
     let os = store.object_store().clone();
-    let manifests = ravel_manifest::read_manifests(os.as_ref(), &paths).await?;
+    let log = TableLog::new(os.clone(), paths.clone());
+    let history = log.history().await?;
+    let mut violations = check_chain(&history);
+    let snapshot = log.latest().await?;
+    let live = log.manifests(&snapshot).await?;
+    let manifests: Vec<(String, Manifest)> = live
+        .iter()
+        .map(|m| (m.key.clone(), m.manifest.as_ref().clone()))
+        .collect();
     let stored = list(os.as_ref(), &paths.data_dir()).await?;
     if manifests.is_empty() && stored.is_empty() {
         // A table is anything stored under its prefix (`gc` agrees): a layout, a schema, a
@@ -148,13 +170,16 @@ pub async fn verify(
             });
         }
     }
-    let mut violations = check_schemas(layouts.schema().await?.as_ref(), &manifests);
-    violations.extend(listed_twice(&manifests));
+    violations.extend(check_schemas(layouts.schema().await?.as_ref(), &manifests));
+    if snapshot.from_manifests {
+        violations.extend(listed_twice(&manifests));
+    }
     let mut notes = Vec::new();
     let mut layouts_by_generation: BTreeMap<u64, Layout> = BTreeMap::new();
     let mut listed = HashSet::new();
     let mut all: Vec<&ObjectEntry> = Vec::new();
-    for (key, m) in &manifests {
+    for lm in &live {
+        let (key, m) = (&lm.key, lm.manifest.as_ref());
         let layout = match layouts_by_generation.get(&m.layout_generation) {
             Some(l) => l.clone(),
             None => {
@@ -183,27 +208,35 @@ pub async fn verify(
         if let Some(b) = &m.blooms {
             listed.insert(b.key.clone());
         }
-        for (i, entry) in m.objects.iter().enumerate() {
+        for (live, entry) in lm.objects() {
             listed.insert(entry.key.clone());
             all.push(entry);
             let filters: Vec<(&str, &ravel_bloom::Filter)> = blooms
                 .iter()
-                .map(|(name, per_object)| (name.as_str(), &per_object[i]))
+                .map(|(name, per_object)| (name.as_str(), &per_object[live.position]))
                 .collect();
             check_object(&os, m, &layout, entry, opts.deep, &filters, &mut violations).await;
         }
     }
+    let removed: HashSet<String> = snapshot
+        .removed()
+        .keys()
+        .map(|p| paths.absolute(p))
+        .collect();
     let mut orphans: Vec<String> = stored
-        .into_iter()
-        .filter(|(k, _)| !listed.contains(k))
-        .map(|(k, _)| k)
+        .iter()
+        .filter(|(k, _)| !listed.contains(k) && !removed.contains(k))
+        .map(|(k, _)| k.clone())
         .collect();
     orphans.sort();
+    let removed_stored = stored.iter().filter(|(k, _)| removed.contains(k)).count();
     let mut sizes: Vec<u64> = all.iter().map(|o| o.bytes).collect();
     sizes.sort_unstable();
     let q = |p: f64| sizes[((sizes.len() - 1) as f64 * p).round() as usize];
     Ok(VerifyReport {
         table: table.to_string(),
+        version: snapshot.version,
+        versions: history.len(),
         manifests: manifests.len(),
         objects: all.len(),
         rows: all.iter().map(|o| o.rows).sum(),
@@ -220,10 +253,9 @@ pub async fn verify(
             &manifests
                 .last()
                 .map(|(_, newest)| {
-                    manifests
-                        .iter()
-                        .filter(|(_, m)| m.sort_key == newest.sort_key)
-                        .flat_map(|(_, m)| m.objects.iter())
+                    live.iter()
+                        .filter(|m| m.manifest.sort_key == newest.sort_key)
+                        .flat_map(|m| m.objects().map(|(_, o)| o))
                         .collect::<Vec<_>>()
                 })
                 .unwrap_or_default(),
@@ -232,8 +264,55 @@ pub async fn verify(
         deep: opts.deep,
         violations,
         orphans,
+        removed: removed.len(),
+        removed_stored,
         notes,
     })
+}
+
+/// The log's entries, replayed: each has a `commitInfo`; an entry adds only objects the table
+/// does not hold (else their rows would count twice) and removes only objects it holds.
+fn check_chain(history: &[ravel_log::LogEntry]) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut snapshot = ravel_log::Snapshot::default();
+    for entry in history {
+        let name = format!("log entry {}", entry.version);
+        if entry.commit_info().is_none() {
+            out.push(Violation {
+                object: name.clone(),
+                problem: "has no commitInfo".into(),
+            });
+        }
+        let removes: HashSet<&str> = entry
+            .actions
+            .iter()
+            .filter_map(|a| Some(a.remove.as_ref()?.path.as_str()))
+            .collect();
+        for a in &entry.actions {
+            if let Some(r) = &a.remove
+                && !snapshot.holds(&r.path)
+            {
+                out.push(Violation {
+                    object: name.clone(),
+                    problem: format!("removes {}, which the table does not hold", r.path),
+                });
+            }
+            if let Some(add) = &a.add
+                && snapshot.holds(&add.path)
+                && !removes.contains(add.path.as_str())
+            {
+                out.push(Violation {
+                    object: name.clone(),
+                    problem: format!(
+                        "adds {}, which the table holds already: its rows count twice",
+                        add.path
+                    ),
+                });
+            }
+        }
+        snapshot.apply(entry);
+    }
+    out
 }
 
 async fn list(store: &dyn ObjectStore, prefix: &Path) -> Result<Vec<(String, u64)>, VerifyError> {

@@ -90,6 +90,8 @@ fn load_args(url: &str, input: &Path) -> String {
 struct Table {
     manifests: Vec<(String, u64, Vec<String>)>,
     objects: Vec<String>,
+    /// Manifests no version names (written by a run killed before its log entry).
+    unnamed: Vec<String>,
 }
 
 fn table(server: &S3Server, prefix: &str) -> Table {
@@ -103,8 +105,22 @@ fn table(server: &S3Server, prefix: &str) -> Table {
         });
         v
     };
-    let manifests = list("manifests")
-        .into_iter()
+    // Published manifests are those a version of the log names.
+    let named: std::collections::BTreeSet<String> = list("_delta_log")
+        .iter()
+        .flat_map(|p| {
+            let text = std::fs::read_to_string(p).unwrap();
+            text.lines()
+                .filter_map(|l| {
+                    let a: serde_json::Value = serde_json::from_str(l).unwrap();
+                    Some(a["add"]["tags"]["ravel.manifest"].as_str()?.to_string())
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let manifests = named
+        .iter()
+        .map(|m| root.join(m))
         .map(|p| {
             let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
             // The load's objects and its Bloom sidecar, which gc must keep like them.
@@ -132,7 +148,22 @@ fn table(server: &S3Server, prefix: &str) -> Table {
         .into_iter()
         .map(|p| format!("hits/data/{}", p.file_name().unwrap().to_string_lossy()))
         .collect();
-    Table { manifests, objects }
+    let unnamed = list("_ravel/manifests")
+        .into_iter()
+        .map(|p| {
+            format!(
+                "_ravel/manifests/{}",
+                p.file_name().unwrap().to_string_lossy()
+            )
+        })
+        .filter(|m| !named.contains(m))
+        .map(|m| format!("hits/{m}"))
+        .collect();
+    Table {
+        manifests,
+        objects,
+        unnamed,
+    }
 }
 
 /// Kills a load with SIGKILL; it must still have been running (not ended on its own).
@@ -182,11 +213,12 @@ fn rerun_and_check(server: &S3Server, prefix: &str, args: &str, rows: u64, left:
             "{key} of the killed run is neither reused nor reported by gc"
         );
     }
-    // What gc reports is exactly what no manifest lists.
+    // What gc reports is exactly what no version lists.
     let expected: Vec<&String> = t
         .objects
         .iter()
         .filter(|k| !referenced.contains(k))
+        .chain(&t.unnamed)
         .collect();
     assert_eq!(
         unreferenced.len(),
@@ -199,7 +231,32 @@ fn rerun_and_check(server: &S3Server, prefix: &str, args: &str, rows: u64, left:
     );
     let after = table(server, prefix);
     assert_eq!(after.objects.len(), referenced.len());
+    assert!(after.unnamed.is_empty(), "{:?}", after.unnamed);
     ok(server, &format!("verify --store {url} --table hits --deep"));
+}
+
+/// Killed after its manifest landed and before its log entry: the manifest publishes nothing.
+#[test]
+fn killed_between_the_manifest_and_the_log_entry_then_rerun_loads_every_row_once() {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let input = generate(dir.path(), "in.parquet", 60_000, 23);
+    let url = hits_table(&server, "lg");
+    let args = load_args(&url, &input);
+    let stall = server.stall(http::Method::PUT, "/lg/hits/_delta_log/", 0);
+    let left = killed_at(
+        &server,
+        "lg",
+        &args,
+        stall,
+        "the load reached its log entry",
+    );
+    assert_eq!(
+        left.unnamed.len(),
+        1,
+        "the killed run's manifest is there, unnamed"
+    );
+    rerun_and_check(&server, "lg", &args, 60_000, &left.objects);
 }
 
 #[test]
@@ -234,7 +291,7 @@ fn killed_between_the_last_object_and_the_manifest_then_rerun_loads_every_row_on
     let input = generate(dir.path(), "in.parquet", 60_000, 22);
     let url = hits_table(&server, "mf");
     let args = load_args(&url, &input);
-    let stall = server.stall(http::Method::PUT, "/mf/hits/manifests/", 0);
+    let stall = server.stall(http::Method::PUT, "/mf/hits/_ravel/manifests/", 0);
     let left = killed_at(&server, "mf", &args, stall, "the load reached its manifest");
     assert!(left.objects.len() >= 4, "{:?}", left.objects);
     rerun_and_check(&server, "mf", &args, 60_000, &left.objects);

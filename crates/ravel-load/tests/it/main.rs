@@ -6,3 +6,4 @@ mod common;
 mod crash;
 mod hostile;
 mod query;
+mod versions;

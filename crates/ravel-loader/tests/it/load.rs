@@ -60,17 +60,10 @@ async fn load_and_check(store: Store) {
     );
     assert!(report.peak_budget_bytes > 0 && report.peak_budget_bytes <= 400_000_000);
 
-    // The manifest lists exactly the report's objects.
-    let listed: Vec<_> = futures::TryStreamExt::try_collect::<Vec<_>>(
-        store
-            .object_store()
-            .list(Some(&Path::from("hits/manifests"))),
-    )
-    .await
-    .unwrap();
-    assert_eq!(listed.len(), 1);
-    let manifest: Manifest =
-        serde_json::from_slice(&stored(&store, &listed[0].location).await).unwrap();
+    // The newest version holds exactly the report's objects, through one manifest.
+    let published = ravel_testkit::published(&store, "hits").await;
+    assert_eq!(published.len(), 1);
+    let manifest: &Manifest = &published[0];
     assert_eq!(manifest.objects, report.objects);
     assert_eq!(manifest.layout_generation, 1);
     assert_eq!(manifest.schema, schema.as_ref().clone());
@@ -246,7 +239,7 @@ async fn a_batch_over_the_budget_is_refused_naming_both_sizes() {
     // The failed load cannot be published afterwards.
     let err = loader.finish().await.unwrap_err();
     assert!(matches!(err, ravel_loader::LoadError::Poisoned), "{err}");
-    assert!(!dir.path().join("hits/manifests").exists());
+    assert!(!dir.path().join("hits/_delta_log").exists());
 }
 
 /// TSV read as hits.tsv (raw convention, Binary strings) where the table records no schema.
@@ -409,7 +402,7 @@ async fn bad_tsv_names_file_and_line_and_publishes_nothing() {
         "{msg}"
     );
     assert!(err.is_invalid_input());
-    assert!(!dir.path().join("store/hits/manifests").exists());
+    assert!(!dir.path().join("store/hits/_delta_log").exists());
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -454,7 +447,7 @@ async fn a_permanent_store_error_fails_the_load_names_the_key_and_publishes_noth
     assert!(chain.contains("storing hits/data/"), "{chain}");
     assert!(chain.contains("injected permanent failure"), "{chain}");
     assert!(
-        !dir.path().join("hits/manifests").exists(),
+        !dir.path().join("hits/_delta_log").exists(),
         "nothing published"
     );
     assert!(!err.is_invalid_input());
@@ -551,10 +544,7 @@ async fn a_retried_manifest_put_that_finds_its_own_manifest_succeeds() {
     }
     let report = loader.finish().await.unwrap();
     assert_eq!(report.rows, 20_000);
-    let manifests: Vec<_> = std::fs::read_dir(dir.path().join("hits/manifests"))
-        .unwrap()
-        .collect();
-    assert_eq!(manifests.len(), 1);
+    assert_eq!(ravel_testkit::published(&store, "hits").await.len(), 1);
 }
 
 /// A table whose recorded schema is NOT NULL throughout, a list column among them.
@@ -623,7 +613,7 @@ async fn a_loose_input_is_written_with_the_tables_schema_and_a_null_is_refused_b
     let report = loader.finish().await.unwrap();
     assert_eq!(report.rows, 100);
     let manifest: Manifest = {
-        let key = Path::from(format!("t/manifests/{}.json", report.load_id));
+        let key = Path::from(format!("t/_ravel/manifests/{}.json", report.load_id));
         serde_json::from_slice(&stored(&store, &key).await).unwrap()
     };
     assert_eq!(manifest.schema, table);
@@ -650,13 +640,7 @@ async fn a_loose_input_is_written_with_the_tables_schema_and_a_null_is_refused_b
         "{msg}"
     );
     assert!(loader.finish().await.is_err());
-    let published = ravel_manifest::read_manifests(
-        store.object_store().as_ref(),
-        &ravel_store::TablePaths::new("t").unwrap(),
-    )
-    .await
-    .unwrap();
-    assert_eq!(published.len(), 1);
+    assert_eq!(ravel_testkit::published(&store, "t").await.len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -69,7 +69,7 @@ async fn check(c: Case) -> Result<(u64, usize), TestCaseError> {
         // An empty input publishes nothing.
         let err = loader.finish().await.unwrap_err();
         prop_assert!(matches!(err, ravel_loader::LoadError::EmptyInput), "{err}");
-        prop_assert!(!dir.path().join("t/manifests").exists());
+        prop_assert!(!dir.path().join("t/_delta_log").exists());
         return Ok((0, 0));
     }
     let report = loader.finish().await.unwrap();
@@ -91,14 +91,9 @@ async fn check(c: Case) -> Result<(u64, usize), TestCaseError> {
     prop_assert_eq!(verified.rows as usize, input.num_rows());
 
     // Read every object back, in the manifest's order.
-    let manifests = ravel_manifest::read_manifests(
-        store.object_store().as_ref(),
-        &ravel_store::TablePaths::new("t").unwrap(),
-    )
-    .await
-    .unwrap();
+    let manifests = ravel_testkit::published(&store, "t").await;
     prop_assert_eq!(manifests.len(), 1);
-    let listed = &manifests[0].1.objects;
+    let listed = &manifests[0].objects;
     prop_assert_eq!(listed, &report.objects);
     prop_assert_eq!(verified.objects, listed.len());
     let mut objects = Vec::new();

@@ -218,7 +218,7 @@ async fn a_table_in_s3_verifies_deeply() {
 async fn a_bloom_sidecar_that_misses_a_value_fails_deep_verification() {
     let dir = tempfile::tempdir().unwrap();
     let (store, files) = table(dir.path()).await;
-    let manifests: Vec<_> = std::fs::read_dir(dir.path().join("hits/manifests"))
+    let manifests: Vec<_> = std::fs::read_dir(dir.path().join("hits/_ravel/manifests"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
@@ -288,7 +288,7 @@ async fn a_bloom_sidecar_that_misses_a_value_fails_deep_verification() {
 async fn a_load_whose_nullability_differs_from_the_tables_fails() {
     let dir = tempfile::tempdir().unwrap();
     let (store, _) = table(dir.path()).await;
-    let manifests = dir.path().join("hits/manifests");
+    let manifests = dir.path().join("hits/_ravel/manifests");
     let path = std::fs::read_dir(&manifests)
         .unwrap()
         .next()

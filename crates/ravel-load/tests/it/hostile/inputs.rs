@@ -77,7 +77,7 @@ fn an_existing_rejects_file_is_kept_and_refused() {
     let err = fails(2, &load_args(&store, &input, ""));
     assert!(err.contains("h.tsv.rejects exists already"), "{err}");
     assert_eq!(std::fs::read_to_string(&default).unwrap(), "earlier\n");
-    assert!(!store.join("hits/manifests").exists(), "nothing published");
+    assert!(!store.join("hits/_delta_log").exists(), "nothing published");
 }
 
 #[test]
@@ -253,7 +253,7 @@ fn the_same_input_named_twice_is_refused() {
         let err = fails(2, &args);
         assert!(err.contains("h.tsv is named twice"), "{err}");
     }
-    assert!(!store.join("hits/manifests").exists(), "nothing published");
+    assert!(!store.join("hits/_delta_log").exists(), "nothing published");
 }
 
 /// A Parquet file of `x` (Float64, from `values`) and `id` (Int64).

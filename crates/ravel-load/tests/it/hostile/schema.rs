@@ -73,7 +73,7 @@ fn count(store: &str) -> String {
 }
 
 fn manifests(store: &Path) -> Vec<PathBuf> {
-    files(&store.join("hits/manifests"))
+    files(&store.join("hits/_ravel/manifests"))
 }
 
 /// Every stored object's Arrow schema.
@@ -263,15 +263,21 @@ fn verify_fails_a_table_whose_loads_disagree_on_columns() {
         let e = e.unwrap();
         std::fs::copy(e.path(), store.join("hits/data").join(e.file_name())).unwrap();
     }
-    for e in std::fs::read_dir(store.join("other/manifests")).unwrap() {
+    for e in std::fs::read_dir(store.join("other/_ravel/manifests")).unwrap() {
         let e = e.unwrap();
         let text = std::fs::read_to_string(e.path()).unwrap();
         std::fs::write(
-            store.join("hits/manifests").join(e.file_name()),
+            store.join("hits/_ravel/manifests").join(e.file_name()),
             text.replace("other/data/", "hits/data/"),
         )
         .unwrap();
     }
+    // Its log entry (paths in it are relative to the table) as the next version of this one.
+    std::fs::copy(
+        store.join("other/_delta_log/00000000000000000000.json"),
+        store.join("hits/_delta_log/00000000000000000001.json"),
+    )
+    .unwrap();
 
     let out = run(&format!("verify --store {s} --table hits --deep"));
     let stdout = String::from_utf8_lossy(&out.stdout);
