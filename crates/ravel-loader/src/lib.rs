@@ -21,7 +21,7 @@ pub use budget::Budget;
 pub use commit::{Committed, Committer, published_as};
 pub use encode::{EncodeSettings, EncodedRun, RunEncoder, SortedRun};
 pub use error::{ArrowStage, LoadError};
-pub use loader::{LoadReport, Loader, StageTimes};
+pub use loader::{LoadReport, Loader, Prepared, StageTimes};
 pub use object::{EncodedObject, Run};
 pub use options::{InvalidOptions, LoadOptions, SORT_SCRATCH_PER_ROW, ZSTD_LEVELS};
 pub use ravel_manifest::{MANIFEST_FORMAT, Manifest, ObjectEntry};

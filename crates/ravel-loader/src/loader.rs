@@ -71,6 +71,23 @@ pub struct LoadReport {
     pub wall_s: f64,
 }
 
+/// A load's stored objects and manifest, not committed (see [`Loader::prepare`]).
+pub struct Prepared {
+    pub manifest: Manifest,
+    pub report: LoadReport,
+    lease: Option<ravel_store::HeldLease>,
+}
+
+impl Prepared {
+    /// Gives up the lease that kept `gc` off the objects: after their commit, or when the
+    /// caller abandons them (then they are orphans `gc` collects).
+    pub async fn release(mut self) {
+        if let Some(lease) = self.lease.take() {
+            lease.release().await;
+        }
+    }
+}
+
 /// Loads batches into one table of one store.
 pub struct Loader {
     store: Arc<dyn ObjectStore>,
@@ -494,7 +511,26 @@ impl Loader {
         }
     }
 
-    async fn finish_inner(&mut self) -> Result<LoadReport, LoadError> {
+    /// Flushes what is buffered, waits for every upload, stores the Bloom sidecar and returns
+    /// the manifest without committing it: a caller that publishes the objects otherwise (a
+    /// compaction, which replaces others with them) checks them ([`Committer::check_stored`])
+    /// and commits it. The load keeps its lease, so
+    /// that `gc` leaves its objects alone, until [`Prepared::release`].
+    pub async fn prepare(mut self) -> Result<Prepared, LoadError> {
+        if self.poisoned {
+            return Err(self.abandon(LoadError::Poisoned).await);
+        }
+        match self.prepare_inner().await {
+            Ok(manifest) => Ok(Prepared {
+                report: self.report(manifest.load_id.clone(), false),
+                manifest,
+                lease: self.lease.take(),
+            }),
+            Err(e) => Err(self.abandon(e).await),
+        }
+    }
+
+    async fn prepare_inner(&mut self) -> Result<Manifest, LoadError> {
         if self.rows == 0 {
             return Err(LoadError::EmptyInput);
         }
@@ -506,6 +542,13 @@ impl Loader {
             .sidecar
             .store(&self.uploader, self.layout.bloom.fpp)
             .await?;
+        self.stages.commit_s += t.elapsed().as_secs_f64();
+        Ok(manifest)
+    }
+
+    async fn finish_inner(&mut self) -> Result<LoadReport, LoadError> {
+        let manifest = self.prepare_inner().await?;
+        let t = Instant::now();
         let committed = self
             .committer
             .commit(&manifest, self.layout.table_properties())

@@ -1,0 +1,149 @@
+//! Sort-preserving compaction. A load larger than its run trigger leaves runs that each span
+//! the key space, and every load adds runs: the table's objects overlap. [`compact`] merges the
+//! overlapping objects of the newest version into one sequence in clustering order and commits
+//! a version that replaces them (see `ravel-log`): objects that overlap nothing stay as they
+//! are, and a table with nothing to merge is left alone.
+//!
+//! **How it reads.** The objects of one run (a *chain*) follow each other in key order, so the
+//! merge reads each chain from its start, a slice of rows at a time; a slice is fetched by
+//! ranged GETs of the pages that hold it (the page index locates them), so the merge holds one
+//! slice per chain. Objects written under another layout are not in the current order: they are
+//! sorted again first, through the loader, into runs that then merge like any other.
+//!
+//! **How it writes.** The merged rows go through a [`ravel_loader::Loader`], the code that writes
+//! a load's objects: tier geometry, one row group, zstd, statistics, page index, Bloom filters on
+//! the scope's columns and their sidecar, content-addressed names, bounded uploads. Its runs
+//! arrive in key order, so they follow each other and the result overlaps nowhere.
+//!
+//! **Memory.** The budget is split: half to the loader, half to the merge's slices. More chains
+//! than the merge's half holds at its smallest slice are merged in passes: consecutive chains
+//! (in rank order) into intermediate objects that are never committed, then those.
+//!
+//! **Ties.** Among equal keys, rows leave in chain rank order: earlier loads first, then runs in
+//! input order. A compaction's objects carry the highest rank of its inputs, so rows loaded
+//! later keep sorting after them.
+//!
+//! **Commit.** A compaction commits only if every input is still in the table: a concurrent
+//! compaction that removed one wins, and this one fails with `ravel_log::LogError::TableChanged`,
+//! publishing nothing. Loads committed meanwhile stay untouched.
+
+mod merge;
+mod plan;
+mod read;
+mod run;
+
+pub use plan::{Chain, InputObject, Plan, Ranged, Step, max_depth, plan};
+pub use run::compact;
+
+use ravel_layout::LayoutError;
+use ravel_loader::{LoadError, LoadOptions, StageTimes};
+use ravel_log::LogError;
+use ravel_store::StoreError;
+use serde::Serialize;
+
+/// How a compaction runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompactOptions {
+    /// The loader's geometry and budget for the objects written; the budget also bounds the
+    /// merge (see the crate docs).
+    pub load: LoadOptions,
+    /// Chains merged at once, at most; `None` derives it from the budget.
+    pub fan_in: Option<usize>,
+    /// Plan and report only; write nothing.
+    pub dry_run: bool,
+}
+
+/// Rows a merged batch holds at most.
+const BATCH_ROWS: usize = 8192;
+/// Rows a chain's slice holds at least and at most.
+const SLICE_ROWS: std::ops::RangeInclusive<usize> = 1024..=65_536;
+/// The merge's cost of one open chain beyond its slice: the object's footer and page index.
+const CHAIN_OVERHEAD_BYTES: u64 = 2 << 20;
+
+/// Why a compaction failed. Nothing is published on failure; objects already stored are
+/// orphans that `gc` collects.
+#[derive(Debug, thiserror::Error)]
+pub enum CompactError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error("reading an input object: {0}")]
+    Read(String),
+    #[error(transparent)]
+    Arrow(#[from] arrow::error::ArrowError),
+    #[error(
+        "table {0:?} has no clustering key: its objects keep arrival order, there is nothing to compact"
+    )]
+    NotClustered(String),
+    #[error("table {0:?} has no versions in this store")]
+    NoSuchTable(String),
+}
+
+impl CompactError {
+    /// Errors the user can fix by asking differently (exit code 2).
+    pub fn is_invalid_input(&self) -> bool {
+        match self {
+            CompactError::NotClustered(_) | CompactError::NoSuchTable(_) => true,
+            CompactError::Store(e) => e.is_invalid_input(),
+            CompactError::Layout(e) => e.is_invalid_input(),
+            CompactError::Load(e) => e.is_invalid_input(),
+            _ => false,
+        }
+    }
+
+    /// The table changed while the compaction ran (another compaction removed an input).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, CompactError::Log(e) if e.is_conflict())
+    }
+}
+
+/// Seconds spent per stage.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CompactStages {
+    /// Reading the log and manifests, planning.
+    pub plan_s: f64,
+    /// Merging: reading slices, comparing keys, gathering rows (the loader's time inside).
+    pub merge_s: f64,
+    /// The loader's stages over every pass.
+    pub write: StageTimes,
+    pub commit_s: f64,
+}
+
+/// What a compaction did.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompactReport {
+    pub table: String,
+    /// The version read, and the one committed (`None`: nothing written).
+    pub read_version: Option<u64>,
+    pub version: Option<u64>,
+    pub input_objects: usize,
+    pub input_bytes: u64,
+    pub input_rows: u64,
+    pub output_objects: usize,
+    pub output_bytes: u64,
+    pub output_rows: u64,
+    /// Objects that overlap nothing, left as they are.
+    pub untouched_objects: usize,
+    /// Chains merged (runs of loads and compactions, or runs of objects sorted again).
+    pub chains: usize,
+    /// Merge passes: 1 when every chain fits at once.
+    pub passes: usize,
+    pub fan_in: usize,
+    pub slice_rows: usize,
+    /// Bytes written (every pass, intermediate objects included) over bytes of the output.
+    pub write_amplification: f64,
+    /// Intermediate objects written by earlier passes and deleted after the commit.
+    pub intermediate_objects: usize,
+    pub depth_before: usize,
+    pub depth_after: usize,
+    /// The merge's estimated slices plus the loader's peak, bytes.
+    pub peak_budget_bytes: u64,
+    pub stages: CompactStages,
+    pub wall_s: f64,
+    pub dry_run: bool,
+}

@@ -1,0 +1,159 @@
+//! The k-way merge of sorted chains: rows leave in clustering order, and among equal keys in
+//! chain order (the chains come in rank order: earlier loads first, then runs in input order).
+
+use arrow::array::RecordBatch;
+use arrow_row::Rows;
+use parquet::errors::ParquetError;
+use ravel_layout::ClusteringOrder;
+
+use crate::CompactError;
+use crate::read::ChainReader;
+
+/// One chain's current slice and the next row of it to leave.
+struct Cursor {
+    batch: RecordBatch,
+    keys: Rows,
+    next: usize,
+}
+
+impl Cursor {
+    fn key(&self) -> &[u8] {
+        self.keys.row(self.next).data()
+    }
+}
+
+/// Merges sorted chains into batches of at most `batch_rows` rows in clustering order.
+pub struct Merge {
+    readers: Vec<ChainReader>,
+    cursors: Vec<Option<Cursor>>,
+    /// Chain indices with a cursor, as a binary min-heap by (key, chain).
+    heap: Vec<usize>,
+    order: ClusteringOrder,
+    batch_rows: usize,
+    started: bool,
+}
+
+impl Merge {
+    pub fn new(readers: Vec<ChainReader>, order: ClusteringOrder, batch_rows: usize) -> Merge {
+        let n = readers.len();
+        Merge {
+            readers,
+            cursors: (0..n).map(|_| None).collect(),
+            heap: Vec::with_capacity(n),
+            order,
+            batch_rows: batch_rows.max(1),
+            started: false,
+        }
+    }
+
+    /// The next merged batch, `None` when every chain is read. A batch ends where a slice
+    /// does, so that every batch is gathered from the slices in hand.
+    pub async fn next_batch(&mut self) -> Result<Option<RecordBatch>, CompactError> {
+        if !self.started {
+            self.started = true;
+            for c in 0..self.readers.len() {
+                self.refill(c).await?;
+            }
+            self.heap = (0..self.cursors.len())
+                .filter(|&c| self.cursors[c].is_some())
+                .collect();
+            for i in (0..self.heap.len() / 2).rev() {
+                self.sift_down(i);
+            }
+        }
+        let mut picks: Vec<(usize, usize)> = Vec::with_capacity(self.batch_rows);
+        let mut exhausted = None;
+        while picks.len() < self.batch_rows {
+            let Some(&c) = self.heap.first() else { break };
+            let cursor = self.cursors[c].as_mut().expect("in the heap");
+            picks.push((c, cursor.next));
+            cursor.next += 1;
+            if cursor.next == cursor.batch.num_rows() {
+                exhausted = Some(c);
+                break;
+            }
+            self.sift_down(0);
+        }
+        if picks.is_empty() {
+            return Ok(None);
+        }
+        let batch = self.gather(&picks)?;
+        if let Some(c) = exhausted {
+            self.refill(c).await?;
+            if self.cursors[c].is_some() {
+                self.sift_down(0);
+            } else {
+                let last = self.heap.pop().expect("c was on top");
+                if !self.heap.is_empty() {
+                    self.heap[0] = last;
+                    self.sift_down(0);
+                }
+            }
+        }
+        Ok(Some(batch))
+    }
+
+    /// The picked rows, in order, as one batch.
+    fn gather(&self, picks: &[(usize, usize)]) -> Result<RecordBatch, CompactError> {
+        let chains: Vec<usize> = {
+            let mut c: Vec<usize> = picks.iter().map(|p| p.0).collect();
+            c.sort_unstable();
+            c.dedup();
+            c
+        };
+        let batches: Vec<&RecordBatch> = chains
+            .iter()
+            .map(|&c| &self.cursors[c].as_ref().expect("picked").batch)
+            .collect();
+        let index: Vec<(usize, usize)> = picks
+            .iter()
+            .map(|&(c, r)| (chains.binary_search(&c).expect("listed"), r))
+            .collect();
+        Ok(arrow::compute::interleave_record_batch(&batches, &index)?)
+    }
+
+    /// Reads chain `c`'s next slice into its cursor (`None` at its end).
+    async fn refill(&mut self, c: usize) -> Result<(), CompactError> {
+        self.cursors[c] = match self.readers[c].next_slice().await.map_err(read_error)? {
+            Some(batch) if batch.num_rows() > 0 => Some(Cursor {
+                keys: self.order.key_rows(&batch)?,
+                batch,
+                next: 0,
+            }),
+            _ => None,
+        };
+        Ok(())
+    }
+
+    /// Whether chain `a`'s next row leaves before chain `b`'s.
+    fn before(&self, a: usize, b: usize) -> bool {
+        let (x, y) = (
+            self.cursors[a].as_ref().expect("in the heap"),
+            self.cursors[b].as_ref().expect("in the heap"),
+        );
+        (x.key(), a) < (y.key(), b)
+    }
+
+    fn sift_down(&mut self, mut i: usize) {
+        let n = self.heap.len();
+        loop {
+            let (l, r) = (2 * i + 1, 2 * i + 2);
+            let mut top = i;
+            if l < n && self.before(self.heap[l], self.heap[top]) {
+                top = l;
+            }
+            if r < n && self.before(self.heap[r], self.heap[top]) {
+                top = r;
+            }
+            if top == i {
+                return;
+            }
+            self.heap.swap(i, top);
+            i = top;
+        }
+    }
+}
+
+pub(crate) fn read_error(e: ParquetError) -> CompactError {
+    CompactError::Read(e.to_string())
+}

@@ -1,0 +1,163 @@
+//! Reading a chain's rows slice by slice: each slice is a range of an object's rows, fetched by
+//! ranged GETs of the pages that hold it (the page index tells where they are), so that a merge
+//! holds a slice per chain, never whole objects.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::{FutureExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use parquet::arrow::ParquetRecordBatchStreamBuilder;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelection};
+use parquet::arrow::async_reader::AsyncFileReader;
+use parquet::errors::ParquetError;
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
+
+use crate::plan::InputObject;
+
+/// One stored object as parquet's async reader sees it: ranged GETs, the size from the manifest.
+#[derive(Clone)]
+struct ObjectFile {
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+    size: u64,
+}
+
+fn external(e: object_store::Error) -> ParquetError {
+    ParquetError::External(Box::new(e))
+}
+
+impl AsyncFileReader for ObjectFile {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        let (store, path) = (self.store.clone(), self.path.clone());
+        async move { store.get_range(&path, range).await.map_err(external) }.boxed()
+    }
+
+    /// One GET per range, concurrently: the ranges of a slice are its pages, one run per
+    /// column, far apart (a store's own coalescing would fetch everything between them).
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<Range<u64>>,
+    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+        let (store, path) = (self.store.clone(), self.path.clone());
+        async move {
+            let gets = ranges.into_iter().map(|r| {
+                let (store, path) = (store.clone(), path.clone());
+                async move { store.get_range(&path, r).await }
+            });
+            futures::stream::iter(gets)
+                .buffered(FETCH_CONCURRENCY)
+                .try_collect()
+                .await
+                .map_err(external)
+        }
+        .boxed()
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        _options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
+        let size = self.size;
+        async move {
+            let meta = ParquetMetaDataReader::new()
+                .with_page_index_policy(PageIndexPolicy::Required)
+                .load_and_finish(self, size)
+                .await?;
+            Ok(Arc::new(meta))
+        }
+        .boxed()
+    }
+}
+
+use futures::StreamExt;
+
+/// Ranged GETs of one slice in flight at once.
+const FETCH_CONCURRENCY: usize = 16;
+
+/// An object being read: its reader, footer and the next row to read.
+struct Open {
+    file: ObjectFile,
+    meta: ArrowReaderMetadata,
+    rows: usize,
+    next: usize,
+}
+
+/// Reads one chain's objects in order, `slice_rows` rows at a time.
+pub struct ChainReader {
+    store: Arc<dyn ObjectStore>,
+    objects: VecDeque<InputObject>,
+    open: Option<Open>,
+    slice_rows: usize,
+}
+
+impl ChainReader {
+    pub fn new(store: Arc<dyn ObjectStore>, objects: Vec<InputObject>, slice_rows: usize) -> Self {
+        ChainReader {
+            store,
+            objects: objects.into(),
+            open: None,
+            slice_rows: slice_rows.max(1),
+        }
+    }
+
+    /// The next slice of the chain's rows, `None` after the last.
+    pub async fn next_slice(&mut self) -> Result<Option<RecordBatch>, ParquetError> {
+        loop {
+            if let Some(open) = &mut self.open
+                && open.next < open.rows
+            {
+                let end = (open.next + self.slice_rows).min(open.rows);
+                let batch = read_rows(open, open.next..end).await?;
+                open.next = end;
+                return Ok(Some(batch));
+            }
+            let Some(next) = self.objects.pop_front() else {
+                return Ok(None);
+            };
+            self.open = Some(self.open_object(&next).await?);
+        }
+    }
+
+    async fn open_object(&self, o: &InputObject) -> Result<Open, ParquetError> {
+        let mut file = ObjectFile {
+            store: self.store.clone(),
+            path: Path::from(o.entry.key.as_str()),
+            size: o.entry.bytes,
+        };
+        let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Required);
+        let meta = ArrowReaderMetadata::load_async(&mut file, options).await?;
+        let rows = meta.metadata().file_metadata().num_rows() as usize;
+        if rows as u64 != o.entry.rows {
+            return Err(ParquetError::General(format!(
+                "object {} has {rows} rows, its manifest says {}",
+                o.entry.key, o.entry.rows
+            )));
+        }
+        Ok(Open {
+            file,
+            meta,
+            rows,
+            next: 0,
+        })
+    }
+}
+
+/// Rows `range` of an open object as one batch.
+async fn read_rows(open: &Open, range: Range<usize>) -> Result<RecordBatch, ParquetError> {
+    let n = range.len();
+    let selection = RowSelection::from_consecutive_ranges(std::iter::once(range), open.rows);
+    let stream =
+        ParquetRecordBatchStreamBuilder::new_with_metadata(open.file.clone(), open.meta.clone())
+            .with_row_selection(selection)
+            .with_batch_size(n)
+            .build()?;
+    let batches: Vec<RecordBatch> = stream.try_collect().await?;
+    let schema = open.meta.schema().clone();
+    Ok(arrow::compute::concat_batches(&schema, &batches)?)
+}

@@ -1,0 +1,4 @@
+//! Compaction end to end on a local store (one test binary: `cargo test -p ravel-compact
+//! --test it properties::` runs one module).
+
+mod properties;
