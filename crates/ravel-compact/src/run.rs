@@ -84,6 +84,8 @@ struct Writer<'a> {
     geometry: Geometry,
     /// Prepared by earlier passes: never committed, their leases held to the end.
     intermediates: Vec<Prepared>,
+    /// Sidecars of the version read (readers of it need them within gc's retention).
+    protected: std::collections::HashSet<String>,
     written_bytes: u64,
     peak_loader_bytes: u64,
     stages: CompactStages,
@@ -134,6 +136,10 @@ pub async fn compact(
     let mut load = opts.load.clone();
     load.load_budget = (opts.load.load_budget / 2).max(load.object_bytes);
     let mut written = 0;
+    let protected: std::collections::HashSet<String> = live
+        .iter()
+        .filter_map(|m| m.manifest.blooms.as_ref().map(|b| b.key.clone()))
+        .collect();
     for step in &plan.steps {
         let mut w = Writer {
             store,
@@ -143,6 +149,7 @@ pub async fn compact(
             order: order.clone(),
             geometry,
             intermediates: Vec::new(),
+            protected: protected.clone(),
             written_bytes: 0,
             peak_loader_bytes: 0,
             stages: std::mem::take(&mut report.stages),
@@ -152,7 +159,7 @@ pub async fn compact(
         report.peak_budget_bytes = report
             .peak_budget_bytes
             .max(w.peak_loader_bytes + geometry.merge_bytes(step.chains.len()));
-        let done = w.finish(result, step, &mut report).await?;
+        let done = w.finish(result, step, &log, &mut report).await?;
         report.version = Some(done);
     }
     report.write_amplification = written as f64 / report.output_bytes.max(1) as f64;
@@ -390,32 +397,23 @@ impl Writer<'_> {
         mut self,
         result: Result<Outcome, CompactError>,
         step: &Step,
+        log: &TableLog,
         report: &mut CompactReport,
     ) -> Result<u64, CompactError> {
         report.stages = std::mem::take(&mut self.stages);
+        let keep = self.referenced_now(&result, log).await;
         let intermediates = std::mem::take(&mut self.intermediates);
         report.intermediate_objects += intermediates
             .iter()
             .map(|p| p.manifest.objects.len())
             .sum::<usize>();
-        let keep: Vec<String> = match &result {
-            Ok(o) => o
-                .prepared
-                .manifest
-                .objects
-                .iter()
-                .map(|e| e.key.clone())
-                .collect(),
-            Err(_) => Vec::new(),
-        };
         for p in intermediates {
             let doomed: Vec<ObjectKey> = p
                 .manifest
                 .objects
                 .iter()
                 .map(|o| o.key.clone())
-                // Sidecars are left to gc: one holding the same filters as another (a
-                // constant Bloom column) has the same name and may be referenced.
+                .chain(p.manifest.blooms.iter().map(|b| b.key.clone()))
                 .filter(|k| !keep.contains(k) && !step.input_objects().any(|i| &i.entry.key == k))
                 .collect();
             p.release().await;
@@ -433,6 +431,41 @@ impl Writer<'_> {
 }
 
 type ObjectKey = String;
+
+impl Writer<'_> {
+    /// What an intermediate object must not be deleted as: the step's output and everything
+    /// the newest version's manifests name (a sidecar of equal filters has an equal name).
+    /// Nothing is deleted when the newest version cannot be read.
+    async fn referenced_now(
+        &self,
+        result: &Result<Outcome, CompactError>,
+        log: &TableLog,
+    ) -> std::collections::HashSet<ObjectKey> {
+        let mut keep = self.protected.clone();
+        if let Ok(o) = result {
+            let m = &o.prepared.manifest;
+            keep.extend(m.objects.iter().map(|e| e.key.clone()));
+            keep.extend(m.blooms.iter().map(|b| b.key.clone()));
+        }
+        let live = async { log.manifests(&log.latest().await?).await }.await;
+        match live {
+            Ok(live) => {
+                for m in live {
+                    keep.extend(m.manifest.objects.iter().map(|e| e.key.clone()));
+                    keep.extend(m.manifest.blooms.iter().map(|b| b.key.clone()));
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the newest version could not be read: intermediate objects are left to gc");
+                for p in &self.intermediates {
+                    keep.extend(p.manifest.objects.iter().map(|e| e.key.clone()));
+                    keep.extend(p.manifest.blooms.iter().map(|b| b.key.clone()));
+                }
+            }
+        }
+        keep
+    }
+}
 
 async fn delete_all(os: &dyn ObjectStore, keys: &[String]) {
     use object_store::ObjectStoreExt;

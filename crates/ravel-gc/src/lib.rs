@@ -146,6 +146,7 @@ async fn referenced(
     store: &Arc<dyn ObjectStore>,
     table: &TablePaths,
     now: chrono::DateTime<chrono::Utc>,
+    retention_s: u64,
 ) -> Result<Refs, GcError> {
     let log = TableLog::new(store.clone(), table.clone());
     let history = log.history().await?;
@@ -175,7 +176,7 @@ async fn referenced(
         }
     }
     let now_ms = now.timestamp_millis();
-    let removed = snapshot
+    let removed: HashMap<String, u64> = snapshot
         .removed()
         .iter()
         .map(|(path, r)| {
@@ -183,11 +184,50 @@ async fn referenced(
             (table.absolute(path), (age_ms.max(0) / 1000) as u64)
         })
         .collect();
+    // The sidecar of a manifest whose removed objects readers of older versions may still
+    // read stays as long as they do.
+    let young: HashSet<String> = snapshot
+        .removed()
+        .iter()
+        .filter(|(path, _)| removed[&table.absolute(path)] < retention_s)
+        .filter_map(|(_, r)| r.manifest.as_ref().map(|m| table.absolute(m)))
+        .collect();
+    for key in young {
+        if let Some(b) = sidecar_of(store.as_ref(), &key).await? {
+            keys.insert(b);
+        }
+    }
     Ok(Refs {
         manifests: live.len(),
         keys,
         removed,
     })
+}
+
+/// The Bloom sidecar a manifest names, if any (a manifest that is gone names none).
+async fn sidecar_of(store: &dyn ObjectStore, key: &str) -> Result<Option<String>, GcError> {
+    let read = async {
+        let got = store.get(&Path::from(key)).await?;
+        got.bytes().await
+    };
+    let bytes = match read.await {
+        Ok(b) => b,
+        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(source) => {
+            return Err(GcError::Request {
+                what: "reading",
+                key: key.to_string(),
+                source,
+            });
+        }
+    };
+    let manifest: ravel_manifest::Manifest = serde_json::from_slice(&bytes).map_err(|e| {
+        GcError::Manifest(ManifestError::Parse {
+            key: key.to_string(),
+            source: e,
+        })
+    })?;
+    Ok(manifest.blooms.map(|b| b.key))
 }
 
 async fn list(store: &dyn ObjectStore, dir: &Path) -> Result<Vec<ObjectMeta>, GcError> {
@@ -241,7 +281,7 @@ pub async fn gc(store: &Store, table: &str, opts: &GcOptions) -> Result<GcReport
     let arc = store.object_store().clone();
     let os = arc.as_ref();
     let now = chrono::Utc::now();
-    let refs = referenced(&arc, &table, now).await?;
+    let refs = referenced(&arc, &table, now, opts.older_than.as_secs()).await?;
     let mut listed = list(os, &table.data_dir()).await?;
     listed.extend(list(os, &table.commit_manifests_dir()).await?);
     if refs.manifests == 0 && listed.is_empty() && list(os, &table.root()).await?.is_empty() {
@@ -300,7 +340,7 @@ async fn delete_old(
 ) -> Result<Deleted, GcError> {
     let retention = opts.older_than.as_secs();
     // A load may have committed since the first read: its objects are referenced now.
-    let refs_now = referenced(arc, table, chrono::Utc::now()).await?;
+    let refs_now = referenced(arc, table, chrono::Utc::now(), retention).await?;
     let os = arc.as_ref();
     let mut deleted_bytes = 0;
     for u in unreferenced.iter_mut() {

@@ -18,7 +18,8 @@ pub struct GcArgs {
     /// Table name.
     #[arg(long)]
     pub table: String,
-    /// Delete unreferenced objects last written longer ago than this (e.g. 24h, 7d, 0s). While
+    /// Delete unreferenced objects last written, or removed by a compaction, longer ago than
+    /// this (e.g. 24h, 7d, 0s): readers of older versions keep reading within it. While
     /// a load runs (it holds a lease under `<table>/_leases/`), gc deletes nothing and names
     /// the load; a lease not rewritten for 10 minutes, or whose process on this host is gone,
     /// is stale and no longer blocks.

@@ -2,6 +2,7 @@
 //! explains their errors. Exit codes: 0 success, 1 failure, 2 bad input or usage.
 
 mod bench_queries_cmd;
+mod compact_cmd;
 mod demo;
 mod gc_cmd;
 mod gen_cmd;
@@ -51,9 +52,13 @@ enum Command {
     /// Run each statement of a file against a table cold and then hot, with rows, times, and
     /// the cold run's store traffic.
     BenchQueries(bench_queries_cmd::BenchQueriesArgs),
-    /// Report the objects of a table that no manifest lists (left by failed or killed loads)
-    /// and delete those older than a retention; a referenced object is never deleted.
+    /// Report the objects of a table that its newest version does not hold (left by failed or
+    /// killed loads and compactions, or replaced by a compaction) and delete those older than a
+    /// retention; an object of the newest version is never deleted.
     Gc(gc_cmd::GcArgs),
+    /// Merge a table's overlapping objects into one sequence in clustering order, within the
+    /// load budget, and commit the swap as a new version (readers of older versions keep theirs)
+    Compact(compact_cmd::CompactArgs),
     /// Print the load geometry this machine's memory selects.
     Tier {
         /// Print JSON.
@@ -97,6 +102,7 @@ fn run(command: Command) -> Result<()> {
         Command::Load(args) => load_cmd::run(args).map(|_| ()),
         Command::Verify(args) => verify_cmd::run(args),
         Command::Gc(args) => gc_cmd::run(args),
+        Command::Compact(args) => compact_cmd::run(args).map(|_| ()),
         Command::Query(args) => query_cmd::run(args),
         Command::BenchQueries(args) => bench_queries_cmd::run(args),
         Command::Tier { json } => {
@@ -148,6 +154,9 @@ fn exit_code(err: &anyhow::Error) -> u8 {
             return if e.is_invalid_input() { 2 } else { 1 };
         }
         if let Some(e) = cause.downcast_ref::<ravel_query::QueryError>() {
+            return if e.is_invalid_input() { 2 } else { 1 };
+        }
+        if let Some(e) = cause.downcast_ref::<ravel_compact::CompactError>() {
             return if e.is_invalid_input() { 2 } else { 1 };
         }
         if let Some(e) = cause.downcast_ref::<ravel_gc::GcError>() {

@@ -30,6 +30,8 @@ pub struct Removed {
     /// Unix milliseconds of the removal, as its entry records it.
     pub deletion_timestamp: Option<i64>,
     pub size: Option<u64>,
+    /// The manifest that listed it (relative to the table), from the removal's tags.
+    pub manifest: Option<String>,
 }
 
 /// The state of the table at one version.
@@ -68,6 +70,7 @@ impl Snapshot {
                         version: entry.version,
                         deletion_timestamp: r.deletion_timestamp,
                         size: r.size,
+                        manifest: r.tags.as_ref().and_then(|t| t.get(TAG_MANIFEST).cloned()),
                     },
                 );
             }

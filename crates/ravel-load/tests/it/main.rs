@@ -3,6 +3,7 @@
 
 mod cli;
 mod common;
+mod compact;
 mod crash;
 mod hostile;
 mod query;

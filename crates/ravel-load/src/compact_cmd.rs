@@ -1,0 +1,137 @@
+//! `ravel-load compact`: merges a table's overlapping objects into one sequence in clustering
+//! order and commits the swap as a table version.
+
+use anyhow::{Context, Result};
+use clap::Args;
+use ravel_compact::{CompactOptions, CompactReport, compact};
+use ravel_loader::LoadOptions;
+use ravel_store::Store;
+use ravel_tier::Tier;
+
+use crate::BadInput;
+
+#[derive(Args, Debug, Clone)]
+pub struct CompactArgs {
+    /// The store: a local directory or s3://bucket/prefix (S3 settings from AWS_* variables).
+    #[arg(long, env = "RAVEL_STORE", default_value = "./ravel-store")]
+    pub store: String,
+    /// The table.
+    #[arg(long)]
+    pub table: String,
+    /// Bytes the compaction may hold at once: half for the merge's slices, half for writing
+    /// (tier default).
+    #[arg(long)]
+    pub load_budget: Option<u64>,
+    /// Target stored size of one object, bytes (tier default).
+    #[arg(long)]
+    pub object_bytes: Option<u64>,
+    /// Objects encoded or uploading at once (tier default).
+    #[arg(long)]
+    pub pipeline_depth: Option<usize>,
+    /// Runs merged at once, at most (default: as many as half the budget holds); more merge in
+    /// passes.
+    #[arg(long)]
+    pub fan_in: Option<usize>,
+    /// zstd level of the objects.
+    #[arg(long, default_value_t = 3)]
+    pub zstd_level: i32,
+    /// Plan and report only; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn options(args: &CompactArgs, tier: &Tier) -> Result<CompactOptions> {
+    let mut load = LoadOptions::from_tier(tier);
+    if let Some(v) = args.object_bytes {
+        load.object_bytes = v;
+    }
+    if let Some(v) = args.pipeline_depth {
+        load.pipeline_depth = v;
+    }
+    if let Some(v) = args.load_budget {
+        load.load_budget = v;
+    }
+    load.zstd_level = args.zstd_level;
+    load.validate().map_err(|e| BadInput(e.to_string()))?;
+    if args.fan_in.is_some_and(|f| f < 2) {
+        return Err(BadInput("--fan-in must be at least 2".into()).into());
+    }
+    Ok(CompactOptions {
+        load,
+        fan_in: args.fan_in,
+        dry_run: args.dry_run,
+    })
+}
+
+pub fn run(args: CompactArgs) -> Result<CompactReport> {
+    let tier = Tier::detect()?;
+    let opts = options(&args, &tier)?;
+    let store = Store::open(&args.store)?;
+    let report = crate::runtime()?
+        .block_on(compact(&store, &args.table, &opts))
+        .with_context(|| format!("compacting table {:?} in {}", args.table, args.store))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_report(&report);
+    }
+    Ok(report)
+}
+
+fn print_report(r: &CompactReport) {
+    let read = r.read_version.map_or("-".to_string(), |v| v.to_string());
+    if r.input_objects == 0 {
+        println!(
+            "table {}: nothing to compact at version {read}: no two runs overlap ({} object(s) left as they are); nothing written",
+            r.table, r.untouched_objects
+        );
+        return;
+    }
+    if r.dry_run {
+        println!(
+            "table {} version {read}: would merge {} object(s) ({} bytes, {} rows) of {} run(s), overlap depth {}; {} object(s) left as they are; dry run, nothing written",
+            r.table,
+            r.input_objects,
+            r.input_bytes,
+            r.input_rows,
+            r.chains,
+            r.depth_before,
+            r.untouched_objects
+        );
+        return;
+    }
+    let version = r.version.map_or("-".to_string(), |v| v.to_string());
+    println!(
+        "table {}: version {read} -> {version}: merged {} object(s) ({} bytes, {} rows) of {} run(s) into {} object(s) ({} bytes, {} rows) in {} pass(es) of at most {} runs; {} object(s) left as they are",
+        r.table,
+        r.input_objects,
+        r.input_bytes,
+        r.input_rows,
+        r.chains,
+        r.output_objects,
+        r.output_bytes,
+        r.output_rows,
+        r.passes,
+        r.fan_in,
+        r.untouched_objects
+    );
+    let s = &r.stages;
+    println!(
+        "overlap depth {} -> {}; write amplification {:.2}; peak budget {} bytes; plan {:.2} s, merge and write {:.2} s (sort {:.2}, gather {:.2}, encode {:.2}, upload {:.2}), commit {:.2} s; wall {:.2} s",
+        r.depth_before,
+        r.depth_after,
+        r.write_amplification,
+        r.peak_budget_bytes,
+        s.plan_s,
+        s.merge_s,
+        s.write.sort_s,
+        s.write.gather_s,
+        s.write.encode_s,
+        s.write.upload_s,
+        s.commit_s,
+        r.wall_s
+    );
+}

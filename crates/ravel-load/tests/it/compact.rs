@@ -1,0 +1,166 @@
+//! `compact` through the binary: a table of several overlapping runs ends as one sequence in
+//! clustering order with the same answers; older versions stay readable until gc's retention;
+//! a second compaction writes nothing; changing the key and compacting re-clusters the table.
+
+use std::path::{Path, PathBuf};
+
+use crate::common::{fails, line, ok, p};
+
+fn hits_store(dir: &Path) -> PathBuf {
+    let store = dir.join("store");
+    let layout = |args: &str| ok(&format!("layout --store {} --table hits {args}", p(&store)));
+    layout("schema set --hits");
+    layout("clustering-key set --column EventDate --column UserID --bucket-width 1d");
+    layout("bloom-scope set --scope text");
+    store
+}
+
+fn generated(dir: &Path, name: &str, rows: u64, seed: u64) -> PathBuf {
+    let out = dir.join(name);
+    ok(&format!(
+        "gen --rows {rows} --seed {seed} --out {}",
+        p(&out)
+    ));
+    out
+}
+
+/// A load into objects of about 60 KB.
+fn load(store: &str, input: &Path) {
+    ok(&format!(
+        "load --store {store} --table hits --input {} --object-bytes 60000",
+        p(input)
+    ));
+}
+
+fn json(args: &str) -> serde_json::Value {
+    serde_json::from_str(&ok(args)).unwrap()
+}
+
+/// COUNT, a sum and a filtered count, as CSV.
+fn answers(store: &str, version: Option<u64>) -> String {
+    let at = version.map_or(String::new(), |v| format!(" --version {v}"));
+    let sql = "SELECT COUNT(*), SUM(\"UserID\" % 1000), SUM(CASE WHEN \"CounterID\" < 100 THEN 1 ELSE 0 END) FROM hits";
+    ok(&line(
+        &format!("query --store {store} --table hits --format csv{at}"),
+        &[sql],
+    ))
+}
+
+#[test]
+fn compaction_ends_with_one_sequence_and_the_same_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = hits_store(dir.path());
+    let s = p(&store);
+    // Four loads: four runs, each across the key space.
+    for (i, rows) in [6_000, 5_000, 5_000, 4_000].into_iter().enumerate() {
+        let input = generated(dir.path(), &format!("{i}.parquet"), rows, i as u64 + 1);
+        load(s, &input);
+    }
+    let before = answers(s, None);
+    let verified = json(&format!("verify --store {s} --table hits --json"));
+    assert!(
+        verified["overlap"]["max"].as_u64().unwrap() > 2,
+        "{verified}"
+    );
+
+    let dry = json(&format!(
+        "compact --store {s} --table hits --dry-run --json"
+    ));
+    assert_eq!(dry["version"], serde_json::Value::Null);
+    assert!(dry["input_objects"].as_u64().unwrap() > 2, "{dry}");
+    let report = json(&format!(
+        "compact --store {s} --table hits --object-bytes 60000 --fan-in 3 --json"
+    ));
+    assert_eq!(report["read_version"], 3, "{report}");
+    assert_eq!(report["output_rows"], 20_000);
+    assert_eq!(report["input_rows"], 20_000);
+    assert_eq!(report["depth_after"], 1, "{report}");
+    assert!(report["passes"].as_u64().unwrap() >= 2, "{report}");
+    let version = report["version"].as_u64().unwrap();
+    assert!(version >= 2);
+
+    assert_eq!(answers(s, None), before);
+    // A reader of the version before the compaction reads the objects it replaced.
+    assert_eq!(answers(s, Some(3)), before);
+    let deep = json(&format!("verify --store {s} --table hits --deep --json"));
+    assert_eq!(deep["violations"], serde_json::json!([]), "{deep}");
+    assert_eq!(deep["rows"], 20_000);
+    assert!(deep["removed"].as_u64().unwrap() > 0);
+    assert_eq!(deep["removed_stored"], deep["removed"]);
+
+    let again = ok(&format!("compact --store {s} --table hits"));
+    assert!(again.contains("nothing to compact"), "{again}");
+
+    // Within the retention gc keeps the replaced objects; past it, deletes them.
+    let kept = json(&format!("gc --store {s} --table hits --dry-run --json"));
+    assert!(
+        kept["unreferenced"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|u| u["removed"] == true),
+        "{kept}"
+    );
+    ok(&format!("gc --store {s} --table hits"));
+    assert_eq!(answers(s, Some(3)), before, "kept within 24h");
+    ok(&format!("gc --store {s} --table hits --older-than 0s"));
+    assert_eq!(answers(s, None), before);
+    let after = json(&format!("verify --store {s} --table hits --deep --json"));
+    assert_eq!(after["violations"], serde_json::json!([]), "{after}");
+    assert_eq!(after["removed_stored"], 0);
+    assert_eq!(after["orphans"], serde_json::json!([]));
+}
+
+#[test]
+fn a_new_key_and_a_compaction_recluster_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = hits_store(dir.path());
+    let s = p(&store);
+    load(s, &generated(dir.path(), "a.parquet", 12_000, 3));
+    let before = answers(s, None);
+    let layout = |args: &str| ok(&format!("layout --store {s} --table hits {args}"));
+    layout("stream clear");
+    layout("clustering-key set --column URLHash --bucket-width 5200w");
+    let report = json(&format!(
+        "compact --store {s} --table hits --object-bytes 60000 --json"
+    ));
+    assert_eq!(report["output_rows"], 12_000, "{report}");
+    assert_eq!(answers(s, None), before);
+    let deep = json(&format!("verify --store {s} --table hits --deep --json"));
+    assert_eq!(deep["violations"], serde_json::json!([]), "{deep}");
+    assert_eq!(deep["overlap"]["max"], 1, "{deep}");
+    // A point statement on the new key touches one object.
+    let hash = ok(&line(
+        &format!("query --store {s} --table hits --format csv"),
+        &["SELECT \"URLHash\" FROM hits ORDER BY \"URLHash\" LIMIT 1 OFFSET 6000"],
+    ));
+    let hash = hash.lines().nth(1).unwrap().to_string();
+    let out = crate::common::run(&line(
+        &format!("query --store {s} --table hits --stats"),
+        &[&format!(
+            "SELECT COUNT(*) FROM hits WHERE \"URLHash\" = {hash}"
+        )],
+    ));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("objects touched 1 of"), "{stderr}");
+}
+
+#[test]
+fn compacting_a_table_without_a_clustering_key_is_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let s = p(&store);
+    ok(&format!(
+        "layout --store {s} --table flat schema set --hits"
+    ));
+    let input = generated(dir.path(), "a.parquet", 2_000, 4);
+    ok(&format!(
+        "load --store {s} --table flat --input {}",
+        p(&input)
+    ));
+    let err = fails(2, &format!("compact --store {s} --table flat"));
+    assert!(err.contains("no clustering key"), "{err}");
+    let err = fails(2, &format!("compact --store {s} --table nothing"));
+    assert!(err.contains("nothing"), "{err}");
+}
