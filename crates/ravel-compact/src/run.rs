@@ -447,7 +447,10 @@ impl Writer<'_> {
             keep.extend(m.objects.iter().map(|e| e.key.clone()));
             keep.extend(m.blooms.iter().map(|b| b.key.clone()));
         }
-        let live = async { log.manifests(&log.latest().await?).await }.await;
+        let live = match log.latest().await {
+            Ok(newest) => log.manifests(&newest).await,
+            Err(e) => Err(e),
+        };
         match live {
             Ok(live) => {
                 for m in live {

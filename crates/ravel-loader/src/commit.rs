@@ -86,11 +86,14 @@ impl Committer {
     /// so a missing one fails the load; its rerun stores it again.
     pub async fn check_stored(&self, manifest: &Manifest) -> Result<(), LoadError> {
         use futures::{StreamExt, TryStreamExt};
-        let listed = manifest
+        // Collected first: a stream over borrowing closures would keep the future from being
+        // spawned (its `Send` would not hold for every lifetime).
+        let listed: Vec<(String, u64)> = manifest
             .objects
             .iter()
             .map(|o| (o.key.clone(), o.bytes))
-            .chain(manifest.blooms.iter().map(|b| (b.key.clone(), b.bytes)));
+            .chain(manifest.blooms.iter().map(|b| (b.key.clone(), b.bytes)))
+            .collect();
         futures::stream::iter(listed)
             .map(|(key, bytes)| async move {
                 let not_stored = |problem: String| LoadError::NotStored {

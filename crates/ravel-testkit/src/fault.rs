@@ -12,7 +12,9 @@
 //! - delay every request ([`FaultStore::latency`]);
 //! - ignore put conditions, overwriting ([`FaultStore::ignore_put_conditions`]);
 //! - cut a fraction of get bodies short, as a connection closed mid-body does
-//!   ([`FaultStore::truncate_gets`]).
+//!   ([`FaultStore::truncate_gets`]);
+//! - hold every put under a prefix until the test opens a gate, so that another writer can
+//!   act at that exact point ([`FaultStore::gate_puts`]).
 //!
 //! Choices are drawn from a seeded sequence, so a failing test repeats. Counters of what was
 //! injected let a test assert that its faults really happened.
@@ -60,6 +62,7 @@ pub struct FaultStore<T: ObjectStore> {
     truncate: f64,
     latency: Duration,
     ignore_conditions: bool,
+    gate: Option<Gate>,
     puts: AtomicUsize,
     draws: AtomicU64,
     seed: u64,
@@ -87,11 +90,24 @@ impl<T: ObjectStore> FaultStore<T> {
             truncate: 0.0,
             latency: Duration::ZERO,
             ignore_conditions: false,
+            gate: None,
             puts: AtomicUsize::new(0),
             draws: AtomicU64::new(0),
             seed: 0x5EED,
             counters: Arc::default(),
         }
+    }
+
+    /// Holds every put whose path starts with `prefix` until [`Gate::open`]; [`Gate::reached`]
+    /// waits for the first such put.
+    pub fn gate_puts(mut self, prefix: &str) -> (Self, Gate) {
+        let gate = Gate {
+            prefix: prefix.to_string(),
+            open: Arc::new(tokio::sync::Semaphore::new(0)),
+            reached: Arc::new(tokio::sync::Notify::new()),
+        };
+        self.gate = Some(gate.clone());
+        (self, gate)
     }
 
     /// Faults only for paths starting with `prefix`.
@@ -242,6 +258,27 @@ impl<T: ObjectStore> FaultStore<T> {
     }
 }
 
+/// Holds puts under a prefix until opened (see [`FaultStore::gate_puts`]).
+#[derive(Debug, Clone)]
+pub struct Gate {
+    prefix: String,
+    open: Arc<tokio::sync::Semaphore>,
+    reached: Arc<tokio::sync::Notify>,
+}
+
+impl Gate {
+    /// Waits until a put reached the gate.
+    pub async fn reached(&self) {
+        self.reached.notified().await;
+    }
+
+    /// Lets every held and later put through.
+    pub fn open(&self) {
+        self.open
+            .add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
+    }
+}
+
 /// Reads the counters of a [`FaultStore`] that has been moved into a wrapper.
 #[derive(Debug, Clone)]
 pub struct InjectedHandle(Arc<Counters>);
@@ -273,6 +310,14 @@ impl<T: ObjectStore> ObjectStore for FaultStore<T> {
     ) -> Result<PutResult> {
         if self.ignore_conditions {
             opts.mode = object_store::PutMode::Overwrite;
+        }
+        if let Some(gate) = self
+            .gate
+            .as_ref()
+            .filter(|g| location.as_ref().starts_with(&g.prefix))
+        {
+            gate.reached.notify_one();
+            let _pass = gate.open.acquire().await.expect("the gate is never closed");
         }
         if location.as_ref().starts_with(&self.put_prefix) {
             let n = self.puts.fetch_add(1, Ordering::SeqCst) + 1;

@@ -9,7 +9,7 @@
 pub mod arbitrary;
 mod fault;
 
-pub use fault::{FaultStore, Injected, InjectedHandle};
+pub use fault::{FaultStore, Gate, Injected, InjectedHandle};
 
 use std::net::SocketAddr;
 use std::sync::Arc;

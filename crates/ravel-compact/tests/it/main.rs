@@ -2,3 +2,4 @@
 //! --test it properties::` runs one module).
 
 mod properties;
+mod races;

@@ -1,0 +1,247 @@
+//! Compaction racing other writers at its commit: a compaction is held just before its log
+//! entry (a gate on the store) while a load, another compaction or gc acts.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow::array::{AsArray, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray};
+use arrow::datatypes::{DataType, Field, Int64Type, Schema, TimeUnit};
+use object_store::ObjectStoreExt;
+use object_store::local::LocalFileSystem;
+use object_store::path::Path;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use ravel_compact::{CompactOptions, CompactReport, compact};
+use ravel_layout::{BucketWidth, ClusteringKey, Layout};
+use ravel_loader::{LoadOptions, Loader};
+use ravel_store::Store;
+use ravel_testkit::{FaultStore, Gate};
+
+struct Table {
+    dir: tempfile::TempDir,
+    store: Store,
+}
+
+fn schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new(
+            "time",
+            DataType::Timestamp(TimeUnit::Millisecond, None),
+            false,
+        ),
+        Field::new("seq", DataType::Int64, false),
+        Field::new("s", DataType::Utf8, false),
+    ]))
+}
+
+/// Rows `from..to` (their `seq`), keys spread over the key space.
+fn rows(from: i64, to: i64) -> RecordBatch {
+    let seq: Vec<i64> = (from..to).collect();
+    let k: Vec<i64> = seq.iter().map(|i| (i * 7919) % 1000).collect();
+    let time: Vec<i64> = seq.iter().map(|i| 1_700_000_000_000 + i % 97).collect();
+    let s: Vec<String> = seq.iter().map(|i| format!("value-{}", i % 13)).collect();
+    RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(Int64Array::from(k)),
+            Arc::new(TimestampMillisecondArray::from(time)),
+            Arc::new(Int64Array::from(seq)),
+            Arc::new(StringArray::from(s)),
+        ],
+    )
+    .unwrap()
+}
+
+fn load_options() -> LoadOptions {
+    LoadOptions {
+        object_bytes: 4_000,
+        target_bytes: None,
+        pipeline_depth: 2,
+        load_budget: 64_000_000,
+        max_flush_delay: Duration::from_secs(3600),
+        zstd_level: 1,
+    }
+}
+
+fn compact_options() -> CompactOptions {
+    CompactOptions {
+        load: load_options(),
+        fan_in: None,
+        dry_run: false,
+    }
+}
+
+/// A table of three loads of 1,500 rows, each across the key space.
+async fn table() -> Table {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().to_str().unwrap()).unwrap();
+    let layout = Layout {
+        time: Some("time".into()),
+        clustering_key: Some(ClusteringKey {
+            columns: vec!["k".into()],
+            bucket_width: BucketWidth::from_seconds(86_400).unwrap(),
+        }),
+        ..Layout::default()
+    };
+    ravel_testkit::set_layout(&store, "t", &layout).await;
+    let t = Table { dir, store };
+    for i in 0..3 {
+        t.load(i * 1500, (i + 1) * 1500).await;
+    }
+    t
+}
+
+impl Table {
+    async fn load(&self, from: i64, to: i64) {
+        let mut loader = Loader::new(&self.store, "t", load_options()).await.unwrap();
+        loader.push(rows(from, to)).await.unwrap();
+        loader.finish().await.unwrap();
+    }
+
+    /// The same directory, every put under the log held until the gate opens.
+    fn gated(&self) -> (Store, Gate) {
+        let local = LocalFileSystem::new_with_prefix(self.dir.path()).unwrap();
+        let (faulty, gate) = FaultStore::new(local).gate_puts("t/_delta_log/");
+        (Store::new("gated", faulty.into_arc()), gate)
+    }
+
+    /// A compaction through the gated store, running until it reaches its log entry.
+    async fn held_compaction(
+        &self,
+    ) -> (
+        tokio::task::JoinHandle<Result<CompactReport, ravel_compact::CompactError>>,
+        Gate,
+    ) {
+        let (gated, gate) = self.gated();
+        let task = tokio::spawn(async move { compact(&gated, "t", &compact_options()).await });
+        tokio::time::timeout(Duration::from_secs(60), gate.reached())
+            .await
+            .expect("the compaction reached its commit");
+        (task, gate)
+    }
+
+    /// `seq` of every row of the newest version, sorted.
+    async fn seqs(&self) -> Vec<i64> {
+        let mut out = Vec::new();
+        for m in ravel_testkit::published(&self.store, "t").await {
+            for o in &m.objects {
+                out.extend(read_seq(&self.store, &o.key).await.unwrap());
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+
+    async fn verify(&self) -> ravel_verify::VerifyReport {
+        let opts = ravel_verify::VerifyOptions {
+            deep: true,
+            ..Default::default()
+        };
+        ravel_verify::verify(&self.store, "t", &opts).await.unwrap()
+    }
+}
+
+async fn read_seq(store: &Store, key: &str) -> Result<Vec<i64>, object_store::Error> {
+    let bytes = store
+        .object_store()
+        .get(&Path::from(key))
+        .await?
+        .bytes()
+        .await?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .unwrap()
+        .build()
+        .unwrap();
+    Ok(reader
+        .flat_map(|b| {
+            let b = b.unwrap();
+            b.column_by_name("seq")
+                .unwrap()
+                .as_primitive::<Int64Type>()
+                .values()
+                .to_vec()
+        })
+        .collect())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_load_committed_during_a_compaction_stays() {
+    let t = table().await;
+    let (task, gate) = t.held_compaction().await;
+    t.load(4500, 6000).await;
+    gate.open();
+    let report = task.await.unwrap().unwrap();
+    assert_eq!(report.read_version, Some(2));
+    assert_eq!(report.version, Some(4), "after the load's version 3");
+    assert_eq!(t.seqs().await, (0..6000).collect::<Vec<i64>>());
+    let v = t.verify().await;
+    assert!(v.holds(), "{:#?}", v.violations);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn of_two_compactions_one_wins_and_the_other_fails_cleanly() {
+    let t = table().await;
+    let (task, gate) = t.held_compaction().await;
+    let winner = compact(&t.store, "t", &compact_options()).await.unwrap();
+    assert_eq!(winner.version, Some(3));
+    gate.open();
+    let err = task.await.unwrap().unwrap_err();
+    assert!(err.is_conflict(), "{err}");
+    assert!(err.to_string().contains("rerun"), "{err}");
+    assert_eq!(t.seqs().await, (0..4500).collect::<Vec<i64>>());
+    let v = t.verify().await;
+    assert!(v.holds(), "{:#?}", v.violations);
+    // The loser's objects are orphans; gc collects them.
+    assert!(!v.orphans.is_empty());
+    let gc = ravel_gc::gc(
+        &t.store,
+        "t",
+        &ravel_gc::GcOptions::new(Duration::ZERO, false),
+    )
+    .await
+    .unwrap();
+    assert!(gc.blocked_by.is_empty(), "{gc:?}");
+    let v = t.verify().await;
+    assert!(v.orphans.is_empty() && v.removed_stored == 0, "{v:?}");
+    assert_eq!(t.seqs().await, (0..4500).collect::<Vec<i64>>());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gc_waits_for_a_compaction_and_a_reader_of_the_old_version_keeps_reading() {
+    let t = table().await;
+    let log = ravel_log::TableLog::new(
+        t.store.object_store().clone(),
+        ravel_store::TablePaths::new("t").unwrap(),
+    );
+    // A reader holding version 2 (its objects) before the compaction starts.
+    let old = log.manifests(&log.at(2).await.unwrap()).await.unwrap();
+    let old_keys: Vec<String> = old
+        .iter()
+        .flat_map(|m| m.objects().map(|(_, o)| o.key.clone()).collect::<Vec<_>>())
+        .collect();
+    let (task, gate) = t.held_compaction().await;
+    let now = ravel_gc::GcOptions::new(Duration::ZERO, false);
+    let blocked = ravel_gc::gc(&t.store, "t", &now).await.unwrap();
+    assert!(
+        !blocked.blocked_by.is_empty(),
+        "the compaction's lease blocks gc"
+    );
+    assert_eq!(blocked.deleted, 0);
+    gate.open();
+    task.await.unwrap().unwrap();
+    // Within the retention, the old version's objects stay.
+    let day = ravel_gc::GcOptions::new(Duration::from_secs(86_400), false);
+    ravel_gc::gc(&t.store, "t", &day).await.unwrap();
+    let mut seen = Vec::new();
+    for k in &old_keys {
+        seen.extend(read_seq(&t.store, k).await.unwrap());
+    }
+    seen.sort_unstable();
+    assert_eq!(seen, (0..4500).collect::<Vec<i64>>());
+    // Past it, they go; the newest version reads on.
+    let swept = ravel_gc::gc(&t.store, "t", &now).await.unwrap();
+    assert!(swept.deleted >= old_keys.len(), "{swept:?}");
+    assert_eq!(t.seqs().await, (0..4500).collect::<Vec<i64>>());
+    let v = t.verify().await;
+    assert!(v.holds(), "{:#?}", v.violations);
+}
