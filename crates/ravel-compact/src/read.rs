@@ -88,22 +88,44 @@ struct Open {
     next: usize,
 }
 
-/// Reads one chain's objects in order, `slice_rows` rows at a time.
+/// How large a chain's slices are: rows of the first, then as many rows as `bytes` holds at the
+/// Arrow size per row the slices read so far measured (three copies: the slice, its keys and
+/// the merged batches gathered from it), within `rows`.
+#[derive(Debug, Clone)]
+pub struct Slicing {
+    pub first: usize,
+    pub bytes: u64,
+    pub rows: std::ops::RangeInclusive<usize>,
+}
+
+/// Reads one chain's objects in order, a slice of rows at a time.
 pub struct ChainReader {
     store: Arc<dyn ObjectStore>,
     objects: VecDeque<InputObject>,
     open: Option<Open>,
+    slicing: Slicing,
     slice_rows: usize,
 }
 
 impl ChainReader {
-    pub fn new(store: Arc<dyn ObjectStore>, objects: Vec<InputObject>, slice_rows: usize) -> Self {
+    pub fn new(store: Arc<dyn ObjectStore>, objects: Vec<InputObject>, slicing: Slicing) -> Self {
         ChainReader {
             store,
             objects: objects.into(),
             open: None,
-            slice_rows: slice_rows.max(1),
+            slice_rows: slicing.first.max(1),
+            slicing,
         }
+    }
+
+    /// Sizes the next slices by what `batch` of this chain holds per row.
+    fn calibrate(&mut self, batch: &RecordBatch) {
+        if batch.num_rows() == 0 {
+            return;
+        }
+        let per_row = (batch.get_array_memory_size() / batch.num_rows()).max(1) as u64;
+        let rows = (self.slicing.bytes / (3 * per_row)) as usize;
+        self.slice_rows = rows.clamp(*self.slicing.rows.start(), *self.slicing.rows.end());
     }
 
     /// The next slice of the chain's rows, `None` after the last.
@@ -115,6 +137,7 @@ impl ChainReader {
                 let end = (open.next + self.slice_rows).min(open.rows);
                 let batch = read_rows(open, open.next..end).await?;
                 open.next = end;
+                self.calibrate(&batch);
                 return Ok(Some(batch));
             }
             let Some(next) = self.objects.pop_front() else {

@@ -12,7 +12,7 @@ use ravel_store::{Store, TablePaths};
 
 use crate::merge::Merge;
 use crate::plan::{Chain, InputObject, Plan, Step, max_depth, plan};
-use crate::read::ChainReader;
+use crate::read::{ChainReader, Slicing};
 use crate::{
     BATCH_ROWS, CHAIN_OVERHEAD_BYTES, CompactError, CompactOptions, CompactReport, CompactStages,
     SLICE_ROWS,
@@ -22,7 +22,10 @@ use crate::{
 #[derive(Debug, Clone, Copy)]
 struct Geometry {
     fan_in: usize,
+    /// Rows of a chain's first slice.
     slice_rows: usize,
+    /// Bytes a chain's slice may take (three copies; see [`Slicing`]).
+    slice_bytes: u64,
     /// Arrow bytes of a row, estimated from the schema.
     row_bytes: u64,
 }
@@ -39,18 +42,30 @@ impl Geometry {
             .unwrap_or((merge_bytes / per_chain) as usize)
             .max(2);
         let k = chains.clamp(1, fan_in) as u64;
-        let slice_rows =
-            ((merge_bytes / k).saturating_sub(CHAIN_OVERHEAD_BYTES) / (row_bytes * 3)) as usize;
+        let slice_bytes = (merge_bytes / k).saturating_sub(CHAIN_OVERHEAD_BYTES);
+        let slice_rows = (slice_bytes / (row_bytes * 3)) as usize;
         Geometry {
             fan_in,
             slice_rows: slice_rows.clamp(*SLICE_ROWS.start(), *SLICE_ROWS.end()),
+            slice_bytes,
             row_bytes,
         }
     }
 
+    /// The merge's share of the budget with `chains` open.
     fn merge_bytes(&self, chains: usize) -> u64 {
         let k = chains.min(self.fan_in) as u64;
-        k * (self.slice_rows as u64 * self.row_bytes * 3 + CHAIN_OVERHEAD_BYTES)
+        let least = *SLICE_ROWS.start() as u64 * self.row_bytes * 3;
+        k * (self.slice_bytes.max(least) + CHAIN_OVERHEAD_BYTES)
+    }
+
+    /// Slices of a chain: the first sized by the schema's estimate, the next by measure.
+    fn slicing(&self) -> Slicing {
+        Slicing {
+            first: self.slice_rows,
+            bytes: self.slice_bytes,
+            rows: SLICE_ROWS,
+        }
     }
 }
 
@@ -279,11 +294,8 @@ impl Writer<'_> {
             let mut loader = self.loader().await?;
             for chain in &chains[i..end] {
                 for o in &chain.objects {
-                    let mut reader = ChainReader::new(
-                        self.os.clone(),
-                        vec![o.clone()],
-                        self.geometry.slice_rows,
-                    );
+                    let mut reader =
+                        ChainReader::new(self.os.clone(), vec![o.clone()], self.geometry.slicing());
                     while let Some(b) = reader
                         .next_slice()
                         .await
@@ -364,7 +376,7 @@ impl Writer<'_> {
     async fn merge(&mut self, chains: Vec<Work>) -> Result<Prepared, CompactError> {
         let readers = chains
             .into_iter()
-            .map(|c| ChainReader::new(self.os.clone(), c.objects, self.geometry.slice_rows))
+            .map(|c| ChainReader::new(self.os.clone(), c.objects, self.geometry.slicing()))
             .collect();
         let mut merge = Merge::new(readers, self.order.clone(), BATCH_ROWS);
         let mut loader = self.loader().await?;
