@@ -218,11 +218,23 @@ pub async fn verify(
             check_object(&os, m, &layout, entry, opts.deep, &filters, &mut violations).await;
         }
     }
-    let removed: HashSet<String> = snapshot
+    let mut removed: HashSet<String> = snapshot
         .removed()
         .keys()
         .map(|p| paths.absolute(p))
         .collect();
+    // The sidecars of manifests whose objects a compaction replaced go with those objects.
+    let replaced: HashSet<String> = snapshot
+        .removed()
+        .values()
+        .filter_map(|r| r.manifest.as_ref().map(|m| paths.absolute(m)))
+        .filter(|m| !live.iter().any(|l| &l.key == m))
+        .collect();
+    for key in replaced {
+        if let Some(sidecar) = sidecar_of(os.as_ref(), &key).await {
+            removed.insert(sidecar);
+        }
+    }
     let mut orphans: Vec<String> = stored
         .iter()
         .filter(|(k, _)| !listed.contains(k) && !removed.contains(k))
@@ -313,6 +325,13 @@ fn check_chain(history: &[ravel_log::LogEntry]) -> Vec<Violation> {
         snapshot.apply(entry);
     }
     out
+}
+
+/// The Bloom sidecar manifest `key` names, if it can be read and names one.
+async fn sidecar_of(store: &dyn ObjectStore, key: &str) -> Option<String> {
+    let bytes = store.get(&Path::from(key)).await.ok()?.bytes().await.ok()?;
+    let manifest: Manifest = serde_json::from_slice(&bytes).ok()?;
+    manifest.blooms.map(|b| b.key)
 }
 
 async fn list(store: &dyn ObjectStore, prefix: &Path) -> Result<Vec<(String, u64)>, VerifyError> {
