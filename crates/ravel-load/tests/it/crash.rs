@@ -3,7 +3,9 @@
 //! and between their last object and their manifest; the same command run again leaves the
 //! table with exactly the input's rows, once. Objects of a killed run are reused by the rerun
 //! (content-addressed names) or reported by `gc`. Concurrent loads of different inputs into one
-//! table all become visible, every row once, no manifest overwriting another.
+//! table all become visible, every row once, no manifest overwriting another. `ravel-load
+//! compact` killed while merging, while uploading and before its log entry leaves the version
+//! before it; the rerun compacts, and `gc` collects what the killed run left.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -171,7 +173,7 @@ fn kill(mut child: Child) -> Output {
     use std::os::unix::process::ExitStatusExt;
     assert!(
         child.try_wait().unwrap().is_none(),
-        "the load already ended"
+        "the command already ended"
     );
     child.kill().unwrap(); // SIGKILL
     let out = child.wait_with_output().unwrap();
@@ -403,4 +405,93 @@ fn concurrent_loaders_of_different_inputs_all_become_visible() {
     .unwrap();
     assert_eq!(report["rows"], 90_000);
     assert_eq!(report["manifests"], 3);
+}
+
+/// A table under `prefix` of two loads of several runs each, and the command that compacts it in
+/// passes of three runs (intermediate objects), with small objects.
+fn overlapping_table(server: &S3Server, prefix: &str, dir: &Path) -> (String, String) {
+    let url = hits_table(server, prefix);
+    for (i, seed) in [(0, 31), (1, 32)] {
+        let input = generate(dir, &format!("{i}.parquet"), 20_000, seed);
+        ok(server, &load_args(&url, &input));
+    }
+    let compact = format!(
+        "compact --store {url} --table hits --object-bytes 700000 --load-budget 60000000 \
+         --pipeline-depth 2 --fan-in 3 --zstd-level 1 --json"
+    );
+    (url, compact)
+}
+
+fn verified(server: &S3Server, url: &str) -> serde_json::Value {
+    let out = ok(
+        server,
+        &format!("verify --store {url} --table hits --deep --json"),
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["violations"], serde_json::json!([]), "{v}");
+    v
+}
+
+/// Kills the compaction when the server holds it at `stall`; the table must still read as the
+/// version before, a rerun must compact it, and gc must collect what the killed run left.
+fn compaction_killed_at(server: &S3Server, url: &str, compact: &str, stall: StallHandle) {
+    let before = verified(server, url);
+    let child = spawn(server, compact);
+    assert!(stall.wait(TIMEOUT), "the compaction reached the stall");
+    kill(child);
+    server.clear_stalls();
+    let after_kill = verified(server, url);
+    assert_eq!(
+        after_kill["version"], before["version"],
+        "the old version stands"
+    );
+    assert_eq!(after_kill["rows"], 40_000);
+    assert_eq!(after_kill["objects"], before["objects"]);
+
+    let report: serde_json::Value = serde_json::from_str(&ok(server, compact)).unwrap();
+    assert_eq!(report["output_rows"], 40_000, "{report}");
+    assert_eq!(report["depth_after"], 1, "{report}");
+    ok(
+        server,
+        &format!("gc --store {url} --table hits --older-than 0s"),
+    );
+    let done = verified(server, url);
+    assert_eq!(done["rows"], 40_000);
+    assert_eq!(done["overlap"]["max"], 1, "{done}");
+    assert_eq!(done["orphans"], serde_json::json!([]), "{done}");
+    assert_eq!(done["removed_stored"], 0, "{done}");
+    let gc: serde_json::Value = serde_json::from_str(&ok(
+        server,
+        &format!("gc --store {url} --table hits --dry-run --json"),
+    ))
+    .unwrap();
+    assert_eq!(gc["unreferenced"], serde_json::json!([]), "{gc}");
+}
+
+#[test]
+fn a_compaction_killed_while_merging_leaves_the_old_version_and_reruns() {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (url, compact) = overlapping_table(&server, "cm", dir.path());
+    // Reads of the inputs' pages: the merge is under way.
+    let stall = server.stall(http::Method::GET, "/cm/hits/data/", 40);
+    compaction_killed_at(&server, &url, &compact, stall);
+}
+
+#[test]
+fn a_compaction_killed_while_uploading_leaves_the_old_version_and_reruns() {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (url, compact) = overlapping_table(&server, "cu", dir.path());
+    let stall = server.stall(http::Method::PUT, "/cu/hits/data/", 2);
+    compaction_killed_at(&server, &url, &compact, stall);
+}
+
+#[test]
+fn a_compaction_killed_before_its_log_entry_leaves_the_old_version_and_reruns() {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (url, compact) = overlapping_table(&server, "cc", dir.path());
+    let stall = server.stall(http::Method::PUT, "/cc/hits/_delta_log/", 0);
+    compaction_killed_at(&server, &url, &compact, stall);
 }
