@@ -7,7 +7,7 @@ use parquet::errors::ParquetError;
 use ravel_layout::ClusteringOrder;
 
 use crate::CompactError;
-use crate::read::ChainReader;
+use crate::read::{ChainReader, Slices};
 
 /// One chain's current slice and the next row of it to leave.
 struct Cursor {
@@ -24,7 +24,7 @@ impl Cursor {
 
 /// Merges sorted chains into batches of at most `batch_rows` rows in clustering order.
 pub struct Merge {
-    readers: Vec<ChainReader>,
+    readers: Vec<Slices>,
     cursors: Vec<Option<Cursor>>,
     /// Chain indices with a cursor, as a binary min-heap by (key, chain).
     heap: Vec<usize>,
@@ -34,10 +34,11 @@ pub struct Merge {
 }
 
 impl Merge {
+    /// Merges the chains `readers` read, each in a task of its own (one slice ahead).
     pub fn new(readers: Vec<ChainReader>, order: ClusteringOrder, batch_rows: usize) -> Merge {
         let n = readers.len();
         Merge {
-            readers,
+            readers: readers.into_iter().map(ChainReader::spawn).collect(),
             cursors: (0..n).map(|_| None).collect(),
             heap: Vec::with_capacity(n),
             order,
@@ -114,7 +115,7 @@ impl Merge {
 
     /// Reads chain `c`'s next slice into its cursor (`None` at its end).
     async fn refill(&mut self, c: usize) -> Result<(), CompactError> {
-        self.cursors[c] = match self.readers[c].next_slice().await.map_err(read_error)? {
+        self.cursors[c] = match self.readers[c].next().await.map_err(read_error)? {
             Some(batch) if batch.num_rows() > 0 => Some(Cursor {
                 keys: self.order.key_rows(&batch)?,
                 batch,

@@ -89,13 +89,28 @@ struct Open {
 }
 
 /// How large a chain's slices are: rows of the first, then as many rows as `bytes` holds at the
-/// Arrow size per row the slices read so far measured (three copies: the slice, its keys and
-/// the merged batches gathered from it), within `rows`.
+/// Arrow size per row the slices read so far measured, [`SLICE_COPIES`] times over, within
+/// `rows`.
 #[derive(Debug, Clone)]
 pub struct Slicing {
     pub first: usize,
     pub bytes: u64,
     pub rows: std::ops::RangeInclusive<usize>,
+}
+
+/// Slices a chain holds at once, counted in slices: the one the merge takes rows from (with its
+/// keys and the batches gathered from it, one more), the one queued behind it and the one being
+/// decoded, plus one for the decoder's own buffers.
+pub const SLICE_COPIES: u64 = 5;
+
+/// A chain's slices as a task reads them (see [`ChainReader::spawn`]).
+pub struct Slices(tokio::sync::mpsc::Receiver<Result<Option<RecordBatch>, ParquetError>>);
+
+impl Slices {
+    /// The next slice, `None` after the last.
+    pub async fn next(&mut self) -> Result<Option<RecordBatch>, ParquetError> {
+        self.0.recv().await.unwrap_or(Ok(None))
+    }
 }
 
 /// Reads one chain's objects in order, a slice of rows at a time.
@@ -118,13 +133,34 @@ impl ChainReader {
         }
     }
 
+    /// Reads the chain in a task of its own, one slice ahead of its consumer: the next slice is
+    /// fetched and decoded while the merge consumes the current one. The task ends after the
+    /// last slice, an error, or when the receiver is dropped.
+    pub fn spawn(mut self) -> Slices {
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        tokio::spawn(async move {
+            loop {
+                match self.next_slice().await {
+                    Ok(None) => return,
+                    next => {
+                        let failed = next.is_err();
+                        if tx.send(next).await.is_err() || failed {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        Slices(rx)
+    }
+
     /// Sizes the next slices by what `batch` of this chain holds per row.
     fn calibrate(&mut self, batch: &RecordBatch) {
         if batch.num_rows() == 0 {
             return;
         }
         let per_row = (batch.get_array_memory_size() / batch.num_rows()).max(1) as u64;
-        let rows = (self.slicing.bytes / (3 * per_row)) as usize;
+        let rows = (self.slicing.bytes / (SLICE_COPIES * per_row)) as usize;
         self.slice_rows = rows.clamp(*self.slicing.rows.start(), *self.slicing.rows.end());
     }
 

@@ -12,7 +12,7 @@ use ravel_store::{Store, TablePaths};
 
 use crate::merge::Merge;
 use crate::plan::{Chain, InputObject, Plan, Step, max_depth, plan};
-use crate::read::{ChainReader, Slicing};
+use crate::read::{ChainReader, SLICE_COPIES, Slicing};
 use crate::{
     BATCH_ROWS, CHAIN_OVERHEAD_BYTES, CompactError, CompactOptions, CompactReport, CompactStages,
     SLICE_ROWS,
@@ -24,26 +24,27 @@ struct Geometry {
     fan_in: usize,
     /// Rows of a chain's first slice.
     slice_rows: usize,
-    /// Bytes a chain's slice may take (three copies; see [`Slicing`]).
+    /// Bytes a chain's slices may take together (see [`SLICE_COPIES`]).
     slice_bytes: u64,
     /// Arrow bytes of a row, estimated from the schema.
     row_bytes: u64,
 }
 
 impl Geometry {
-    /// Half the budget holds the merge: a slice per chain, its keys and the gathered batch
-    /// (three times the slice's rows), and each open object's footer.
+    /// Half the budget holds the merge: per chain, the slices it reads ahead and the one merged
+    /// ([`SLICE_COPIES`] slices), and each open object's footer.
     fn new(opts: &CompactOptions, schema: &Schema, chains: usize) -> Geometry {
         let row_bytes = row_bytes(schema);
         let merge_bytes = opts.load.load_budget / 2;
-        let per_chain = *SLICE_ROWS.start() as u64 * row_bytes * 3 + CHAIN_OVERHEAD_BYTES;
+        let per_chain =
+            *SLICE_ROWS.start() as u64 * row_bytes * SLICE_COPIES + CHAIN_OVERHEAD_BYTES;
         let fan_in = opts
             .fan_in
             .unwrap_or((merge_bytes / per_chain) as usize)
             .max(2);
         let k = chains.clamp(1, fan_in) as u64;
         let slice_bytes = (merge_bytes / k).saturating_sub(CHAIN_OVERHEAD_BYTES);
-        let slice_rows = (slice_bytes / (row_bytes * 3)) as usize;
+        let slice_rows = (slice_bytes / (row_bytes * SLICE_COPIES)) as usize;
         Geometry {
             fan_in,
             slice_rows: slice_rows.clamp(*SLICE_ROWS.start(), *SLICE_ROWS.end()),
@@ -55,7 +56,7 @@ impl Geometry {
     /// The merge's share of the budget with `chains` open.
     fn merge_bytes(&self, chains: usize) -> u64 {
         let k = chains.min(self.fan_in) as u64;
-        let least = *SLICE_ROWS.start() as u64 * self.row_bytes * 3;
+        let least = *SLICE_ROWS.start() as u64 * self.row_bytes * SLICE_COPIES;
         k * (self.slice_bytes.max(least) + CHAIN_OVERHEAD_BYTES)
     }
 
@@ -292,18 +293,15 @@ impl Writer<'_> {
                 .find(|&j| chains[j].sorted)
                 .unwrap_or(chains.len());
             let mut loader = self.loader().await?;
-            for chain in &chains[i..end] {
-                for o in &chain.objects {
-                    let mut reader =
-                        ChainReader::new(self.os.clone(), vec![o.clone()], self.geometry.slicing());
-                    while let Some(b) = reader
-                        .next_slice()
-                        .await
-                        .map_err(crate::merge::read_error)?
-                    {
-                        push(&mut loader, b).await?;
-                    }
-                }
+            // Their rows in rank order, as a load would take them.
+            let objects = chains[i..end]
+                .iter()
+                .flat_map(|c| c.objects.iter().cloned());
+            let reader =
+                ChainReader::new(self.os.clone(), objects.collect(), self.geometry.slicing());
+            let mut slices = reader.spawn();
+            while let Some(b) = slices.next().await.map_err(crate::merge::read_error)? {
+                push(&mut loader, b).await?;
             }
             let prepared = self.prepared(loader).await?;
             let mut runs: Vec<Work> = Vec::new();
