@@ -276,7 +276,7 @@ fn prepare(
     let gen_step = steps::generate(gen_bin, data.rows, data.seed, &input)?;
     eprintln!("{}", step_line(&gen_step));
     let mut steps: Vec<StepName> = if data.steps.is_empty() {
-        StepName::ALL.to_vec()
+        StepName::DEFAULT.to_vec()
     } else {
         data.steps.clone()
     };

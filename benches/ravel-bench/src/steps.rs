@@ -19,6 +19,9 @@ pub enum StepName {
     LoadPresorted,
     /// Load the generated rows into a table with no clustering key.
     LoadUnclustered,
+    /// `compact` the table of `load` (its runs into one sequence); `verify` and the queries
+    /// then read the compacted table.
+    Compact,
     /// `verify --deep` the table of `load`.
     Verify,
     /// The statements against `load`'s table, each with a new store handle and context.
@@ -28,7 +31,9 @@ pub enum StepName {
 }
 
 impl StepName {
-    pub const ALL: [StepName; 6] = [
+    /// The steps a run without `--steps` takes: all but `compact`, so that `verify` and the
+    /// queries read the table as the load left it unless compaction is asked for.
+    pub const DEFAULT: [StepName; 6] = [
         StepName::Load,
         StepName::LoadPresorted,
         StepName::LoadUnclustered,
@@ -42,6 +47,7 @@ impl StepName {
             StepName::Load => "load",
             StepName::LoadPresorted => "load-presorted",
             StepName::LoadUnclustered => "load-unclustered",
+            StepName::Compact => "compact",
             StepName::Verify => "verify",
             StepName::QueriesCold => "queries-cold",
             StepName::QueriesHot => "queries-hot",
@@ -211,6 +217,84 @@ fn load(
     }
     Ok(Step {
         name: name.into(),
+        figures: f,
+        ..Step::default()
+    })
+}
+
+/// The flags of `load_args` that `compact` takes too (the budget and the objects' geometry),
+/// with their values.
+fn compact_args(load_args: &[String]) -> Vec<String> {
+    const SHARED: [&str; 4] = [
+        "--load-budget",
+        "--object-bytes",
+        "--pipeline-depth",
+        "--zstd-level",
+    ];
+    let mut out = Vec::new();
+    let mut args = load_args.iter();
+    while let Some(a) = args.next() {
+        let flag = a.split('=').next().unwrap_or(a);
+        if SHARED.contains(&flag) {
+            out.push(a.clone());
+            if !a.contains('=')
+                && let Some(v) = args.next()
+            {
+                out.push(v.clone());
+            }
+        }
+    }
+    out
+}
+
+/// `compact` of the table in `store`, with the report's figures.
+fn compact(bin: &Path, store: &Path, load_args: &[String]) -> Result<Step> {
+    let mut cmd = Command::new(bin);
+    cmd.args([
+        "compact",
+        "--store",
+        &store.to_string_lossy(),
+        "--table",
+        TABLE,
+        "--json",
+    ])
+    .args(compact_args(load_args));
+    let m = exec::run(&mut cmd)?;
+    let report: Value = serde_json::from_str(&m.stdout).context("compact's --json report")?;
+    let mut f = figures(&m);
+    let rows = num(&report, &["output_rows"]).unwrap_or(0.0);
+    f.insert("rows".into(), rows);
+    f.insert("rows_per_s".into(), rows / m.wall_s);
+    for (k, path) in [
+        ("objects", "output_objects"),
+        ("stored_bytes", "output_bytes"),
+        ("input_objects", "input_objects"),
+        ("input_bytes", "input_bytes"),
+        ("chains", "chains"),
+        ("passes", "passes"),
+        ("write_amplification", "write_amplification"),
+        ("depth_before", "depth_before"),
+        ("depth_after", "depth_after"),
+    ] {
+        if let Some(v) = num(&report, &[path]) {
+            f.insert(k.into(), v);
+        }
+    }
+    if let Some(b) = num(&report, &["peak_budget_bytes"]) {
+        f.insert("peak_budget_mb".into(), b / MB);
+    }
+    for (k, path) in [
+        ("stage_plan_s", &["stages", "plan_s"][..]),
+        ("stage_merge_s", &["stages", "merge_s"]),
+        ("stage_encode_s", &["stages", "write", "encode_s"]),
+        ("stage_upload_s", &["stages", "write", "upload_s"]),
+    ] {
+        if let Some(v) = num(&report, path) {
+            f.insert(k.into(), v);
+        }
+    }
+    Ok(Step {
+        name: "compact".into(),
         figures: f,
         ..Step::default()
     })
@@ -431,6 +515,7 @@ pub fn run(w: &Workload, bin: &Path, progress: &mut dyn FnMut(&Step)) -> Run {
                 false,
                 &w.load_args,
             ),
+            StepName::Compact => compact(bin, &store("load"), &w.load_args),
             StepName::Verify => verify(bin, &store("load")),
             // One process serves both query steps.
             StepName::QueriesCold | StepName::QueriesHot if queried => continue,
@@ -462,4 +547,34 @@ pub fn run(w: &Workload, bin: &Path, progress: &mut dyn FnMut(&Step)) -> Run {
         push(&mut run, peer(w, p, load_step.as_ref()));
     }
     run
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compaction_takes_the_budget_and_geometry_of_the_load_flags() {
+        let load: Vec<String> = [
+            "--load-budget",
+            "2000000000",
+            "--target-bytes",
+            "9",
+            "--object-bytes=5",
+            "--zstd-level",
+            "1",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            compact_args(&load),
+            [
+                "--load-budget",
+                "2000000000",
+                "--object-bytes=5",
+                "--zstd-level",
+                "1"
+            ]
+        );
+    }
 }
