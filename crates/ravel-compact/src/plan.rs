@@ -81,30 +81,27 @@ impl Plan {
 /// of the others, every object that overlaps another is merged. When objects must be sorted
 /// again, every object is merged (their rows may land anywhere in the key space).
 pub fn plan(live: &[LiveManifest], sort_key: &[String]) -> Plan {
-    let mut chains: Vec<Chain> = Vec::new();
+    // Keyed by rank: the map's order is the chains' order.
+    let mut by_rank: std::collections::BTreeMap<(u64, &str, u64), Chain> = Default::default();
     for m in live {
         let sorted = !sort_key.is_empty() && m.manifest.sort_key == sort_key;
         for (l, o) in m.objects() {
-            let found = chains
-                .iter_mut()
-                .find(|c| c.manifest == m.key && c.run == o.run && c.order == l.order);
-            let object = InputObject {
-                entry: o.clone(),
-                order: l.order,
-            };
-            match found {
-                Some(c) => c.objects.push(object),
-                None => chains.push(Chain {
+            let chain = by_rank
+                .entry((l.order, m.key.as_str(), o.run))
+                .or_insert_with(|| Chain {
                     manifest: m.key.clone(),
                     run: o.run,
                     order: l.order,
-                    objects: vec![object],
+                    objects: Vec::new(),
                     sorted,
-                }),
-            }
+                });
+            chain.objects.push(InputObject {
+                entry: o.clone(),
+                order: l.order,
+            });
         }
     }
-    chains.sort_by(|a, b| (a.order, &a.manifest, a.run).cmp(&(b.order, &b.manifest, b.run)));
+    let chains: Vec<Chain> = by_rank.into_values().collect();
     let sorted: Vec<Ranged> = chains
         .iter()
         .enumerate()

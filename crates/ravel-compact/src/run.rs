@@ -397,7 +397,7 @@ impl Writer<'_> {
         let p = loader.prepare().await?;
         self.written_bytes += p.report.stored_bytes;
         self.peak_loader_bytes = self.peak_loader_bytes.max(p.report.peak_budget_bytes);
-        add_stages(&mut self.stages.write, &p.report.stages);
+        self.stages.write.add(&p.report.stages);
         Ok(p)
     }
 
@@ -418,7 +418,7 @@ impl Writer<'_> {
             .map(|p| p.manifest.objects.len())
             .sum::<usize>();
         for p in intermediates {
-            let doomed: Vec<ObjectKey> = p
+            let doomed: Vec<String> = p
                 .manifest
                 .objects
                 .iter()
@@ -440,8 +440,6 @@ impl Writer<'_> {
     }
 }
 
-type ObjectKey = String;
-
 impl Writer<'_> {
     /// What an intermediate object must not be deleted as: the step's output and everything
     /// the newest version's manifests name (a sidecar of equal filters has an equal name).
@@ -450,7 +448,7 @@ impl Writer<'_> {
         &self,
         result: &Result<Outcome, CompactError>,
         log: &TableLog,
-    ) -> std::collections::HashSet<ObjectKey> {
+    ) -> std::collections::HashSet<String> {
         let mut keep = self.protected.clone();
         if let Ok(o) = result {
             let m = &o.prepared.manifest;
@@ -526,14 +524,4 @@ async fn commit(
         Committed::Version(v) => Ok(v),
         Committed::AlreadyLive { version } => Ok(version),
     }
-}
-
-fn add_stages(total: &mut ravel_loader::StageTimes, s: &ravel_loader::StageTimes) {
-    total.read_s += s.read_s;
-    total.sort_s += s.sort_s;
-    total.gather_s += s.gather_s;
-    total.encode_s += s.encode_s;
-    total.blooms_s += s.blooms_s;
-    total.upload_s += s.upload_s;
-    total.commit_s += s.commit_s;
 }

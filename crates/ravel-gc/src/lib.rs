@@ -206,28 +206,8 @@ async fn referenced(
 
 /// The Bloom sidecar a manifest names, if any (a manifest that is gone names none).
 async fn sidecar_of(store: &dyn ObjectStore, key: &str) -> Result<Option<String>, GcError> {
-    let read = async {
-        let got = store.get(&Path::from(key)).await?;
-        got.bytes().await
-    };
-    let bytes = match read.await {
-        Ok(b) => b,
-        Err(object_store::Error::NotFound { .. }) => return Ok(None),
-        Err(source) => {
-            return Err(GcError::Request {
-                what: "reading",
-                key: key.to_string(),
-                source,
-            });
-        }
-    };
-    let manifest: ravel_manifest::Manifest = serde_json::from_slice(&bytes).map_err(|e| {
-        GcError::Manifest(ManifestError::Parse {
-            key: key.to_string(),
-            source: e,
-        })
-    })?;
-    Ok(manifest.blooms.map(|b| b.key))
+    let manifest = ravel_manifest::read_manifest(store, key).await?;
+    Ok(manifest.and_then(|m| m.blooms).map(|b| b.key))
 }
 
 async fn list(store: &dyn ObjectStore, dir: &Path) -> Result<Vec<ObjectMeta>, GcError> {

@@ -42,6 +42,17 @@ pub struct StageTimes {
 }
 
 impl StageTimes {
+    /// Adds `other`'s times to these (several loads of one job).
+    pub fn add(&mut self, other: &StageTimes) {
+        self.read_s += other.read_s;
+        self.sort_s += other.sort_s;
+        self.gather_s += other.gather_s;
+        self.encode_s += other.encode_s;
+        self.blooms_s += other.blooms_s;
+        self.upload_s += other.upload_s;
+        self.commit_s += other.commit_s;
+    }
+
     /// Adds what encoding a run took.
     fn add_run(&mut self, run: &EncodedRun) {
         self.sort_s += run.sort_s;

@@ -242,12 +242,15 @@ impl TableLog {
         if let Some(m) = snapshot.known.get(key) {
             return Ok(m.clone());
         }
-        let bytes = get(self.store.as_ref(), &Path::from(key)).await?;
-        let manifest = serde_json::from_slice(&bytes).map_err(|e| LogError::Manifest {
+        let problem = |problem: String| LogError::Manifest {
             key: key.to_string(),
-            problem: e.to_string(),
-        })?;
-        Ok(Arc::new(manifest))
+            problem,
+        };
+        match ravel_manifest::read_manifest(self.store.as_ref(), key).await {
+            Ok(Some(m)) => Ok(Arc::new(m)),
+            Ok(None) => Err(problem("is missing, and the log names it".into())),
+            Err(e) => Err(problem(e.to_string())),
+        }
     }
 }
 

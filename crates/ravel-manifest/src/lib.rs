@@ -263,20 +263,41 @@ pub async fn read_manifests(
     let mut out = Vec::with_capacity(keys.len());
     for key in keys {
         let path = object_store::path::Path::from(key.as_str());
-        let bytes = store
-            .get(&path)
-            .await
-            .map_err(err(&key))?
-            .bytes()
-            .await
-            .map_err(err(&key))?;
-        let manifest = serde_json::from_slice(&bytes).map_err(|source| ManifestError::Parse {
-            key: key.clone(),
-            source,
-        })?;
+        let manifest = read_manifest(store, &key)
+            .await?
+            .ok_or_else(|| ManifestError::Store {
+                key: key.clone(),
+                source: object_store::Error::NotFound {
+                    path: path.to_string(),
+                    source: "listed, then gone".into(),
+                },
+            })?;
         out.push((key, manifest));
     }
     Ok(out)
+}
+
+/// The manifest stored at `key`; `None` when nothing is stored there.
+pub async fn read_manifest(
+    store: &dyn ObjectStore,
+    key: &str,
+) -> Result<Option<Manifest>, ManifestError> {
+    let err = |source| ManifestError::Store {
+        key: key.to_string(),
+        source,
+    };
+    let path = object_store::path::Path::from(key);
+    let got = match store.get(&path).await {
+        Ok(got) => got,
+        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(err(e)),
+    };
+    let bytes = got.bytes().await.map_err(err)?;
+    let manifest = serde_json::from_slice(&bytes).map_err(|source| ManifestError::Parse {
+        key: key.to_string(),
+        source,
+    })?;
+    Ok(Some(manifest))
 }
 
 #[cfg(test)]

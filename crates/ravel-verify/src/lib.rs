@@ -329,8 +329,7 @@ fn check_chain(history: &[ravel_log::LogEntry]) -> Vec<Violation> {
 
 /// The Bloom sidecar manifest `key` names, if it can be read and names one.
 async fn sidecar_of(store: &dyn ObjectStore, key: &str) -> Option<String> {
-    let bytes = store.get(&Path::from(key)).await.ok()?.bytes().await.ok()?;
-    let manifest: Manifest = serde_json::from_slice(&bytes).ok()?;
+    let manifest = ravel_manifest::read_manifest(store, key).await.ok()??;
     manifest.blooms.map(|b| b.key)
 }
 
