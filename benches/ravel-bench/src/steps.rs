@@ -272,6 +272,8 @@ fn compact(bin: &Path, store: &Path, load_args: &[String]) -> Result<Step> {
         ("input_bytes", "input_bytes"),
         ("chains", "chains"),
         ("passes", "passes"),
+        ("steps", "steps"),
+        ("written_bytes", "written_bytes"),
         ("write_amplification", "write_amplification"),
         ("depth_before", "depth_before"),
         ("depth_after", "depth_after"),

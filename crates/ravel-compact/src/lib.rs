@@ -23,6 +23,9 @@
 //! input order. A compaction's objects carry the highest rank of its inputs, so rows loaded
 //! later keep sorting after them.
 //!
+//! **Steps.** With `max_input_bytes`, a large set of overlapping objects is merged one key range
+//! at a time, the deepest first, each committed as a version (see [`bounded`]).
+//!
 //! **Commit.** A compaction commits only if every input is still in the table: a concurrent
 //! compaction that removed one wins, and this one fails with `ravel_log::LogError::TableChanged`,
 //! publishing nothing. Loads committed meanwhile stay untouched.
@@ -31,9 +34,11 @@ mod merge;
 mod plan;
 mod read;
 mod run;
+mod window;
 
-pub use plan::{Chain, InputObject, Plan, Ranged, Step, max_depth, plan};
+pub use plan::{Chain, InputObject, Plan, Ranged, Step, Window, max_depth, plan};
 pub use run::compact;
+pub use window::bounded;
 
 use ravel_layout::LayoutError;
 use ravel_loader::{LoadError, LoadOptions, StageTimes};
@@ -49,6 +54,10 @@ pub struct CompactOptions {
     pub load: LoadOptions,
     /// Chains merged at once, at most; `None` derives it from the budget.
     pub fan_in: Option<usize>,
+    /// Input bytes a step merges at most: a larger set of overlapping objects is merged one
+    /// key range at a time, the most overlapping first, each range committed as a version.
+    /// `None`: every overlapping set in one step.
+    pub max_input_bytes: Option<u64>,
     /// Plan and report only; write nothing.
     pub dry_run: bool,
 }
@@ -121,21 +130,28 @@ pub struct CompactReport {
     /// The version read, and the one committed (`None`: nothing written).
     pub read_version: Option<u64>,
     pub version: Option<u64>,
+    /// Objects of the version read that the compaction replaced.
     pub input_objects: usize,
     pub input_bytes: u64,
     pub input_rows: u64,
+    /// Objects the compaction leaves in its last version (as many rows as the input).
     pub output_objects: usize,
     pub output_bytes: u64,
     pub output_rows: u64,
+    /// Bytes stored over every pass and step: intermediate objects and rows written back
+    /// included.
+    pub written_bytes: u64,
     /// Objects that overlap nothing, left as they are.
     pub untouched_objects: usize,
+    /// Steps committed, each a version.
+    pub steps: usize,
     /// Chains merged (runs of loads and compactions, or runs of objects sorted again).
     pub chains: usize,
     /// Merge passes: 1 when every chain fits at once.
     pub passes: usize,
     pub fan_in: usize,
     pub slice_rows: usize,
-    /// Bytes written (every pass, intermediate objects included) over bytes of the output.
+    /// `written_bytes` over `output_bytes`.
     pub write_amplification: f64,
     /// Intermediate objects written by earlier passes and deleted after the commit.
     pub intermediate_objects: usize,

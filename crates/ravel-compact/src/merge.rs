@@ -5,6 +5,7 @@ use arrow::array::RecordBatch;
 use arrow_row::Rows;
 use parquet::errors::ParquetError;
 use ravel_layout::ClusteringOrder;
+use serde_json::Value;
 
 use crate::CompactError;
 use crate::read::{ChainReader, Slices};
@@ -14,17 +15,52 @@ struct Cursor {
     batch: RecordBatch,
     keys: Rows,
     next: usize,
+    /// Rows below the merge's upper end: the chain's merged rows stop here.
+    end: usize,
 }
 
 impl Cursor {
     fn key(&self) -> &[u8] {
         self.keys.row(self.next).data()
     }
+
+    /// Has rows left to merge.
+    fn active(&self) -> bool {
+        self.next < self.end
+    }
+}
+
+/// Rows of `batch` (in clustering order) whose sort key is below `key` (as
+/// `ravel_manifest::key_value` encodes keys).
+pub fn rows_below(
+    order: &ClusteringOrder,
+    batch: &RecordBatch,
+    key: &[Value],
+) -> Result<usize, CompactError> {
+    let columns = order.key_columns(batch)?;
+    let at = |i: usize| -> Vec<Value> {
+        columns
+            .iter()
+            .map(|c| ravel_manifest::key_value(c.as_ref(), i))
+            .collect()
+    };
+    let (mut lo, mut hi) = (0, batch.num_rows());
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if ravel_manifest::compare_keys(&at(mid), key) == std::cmp::Ordering::Less {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(lo)
 }
 
 /// Merges sorted chains into batches of at most `batch_rows` rows in clustering order.
 pub struct Merge {
     readers: Vec<Slices>,
+    /// Rows at or above this key stay out of the merge (see [`Merge::into_rest`]).
+    below: Option<Vec<Value>>,
     cursors: Vec<Option<Cursor>>,
     /// Chain indices with a cursor, as a binary min-heap by (key, chain).
     heap: Vec<usize>,
@@ -36,9 +72,22 @@ pub struct Merge {
 impl Merge {
     /// Merges the chains `readers` read, each in a task of its own (one slice ahead).
     pub fn new(readers: Vec<ChainReader>, order: ClusteringOrder, batch_rows: usize) -> Merge {
-        let n = readers.len();
+        let slices = readers.into_iter().map(ChainReader::spawn).collect();
+        Merge::bounded(slices, order, batch_rows, None)
+    }
+
+    /// Merges the rows of `slices` below the key `below` (every row when `None`); the rows
+    /// from there on stay with their chains (see [`Merge::into_rest`]).
+    pub fn bounded(
+        slices: Vec<Slices>,
+        order: ClusteringOrder,
+        batch_rows: usize,
+        below: Option<Vec<Value>>,
+    ) -> Merge {
+        let n = slices.len();
         Merge {
-            readers: readers.into_iter().map(ChainReader::spawn).collect(),
+            readers: slices,
+            below,
             cursors: (0..n).map(|_| None).collect(),
             heap: Vec::with_capacity(n),
             order,
@@ -56,7 +105,7 @@ impl Merge {
                 self.refill(c).await?;
             }
             self.heap = (0..self.cursors.len())
-                .filter(|&c| self.cursors[c].is_some())
+                .filter(|&c| self.cursors[c].as_ref().is_some_and(Cursor::active))
                 .collect();
             for i in (0..self.heap.len() / 2).rev() {
                 self.sift_down(i);
@@ -69,7 +118,7 @@ impl Merge {
             let cursor = self.cursors[c].as_mut().expect("in the heap");
             picks.push((c, cursor.next));
             cursor.next += 1;
-            if cursor.next == cursor.batch.num_rows() {
+            if cursor.next == cursor.end {
                 exhausted = Some(c);
                 break;
             }
@@ -80,8 +129,13 @@ impl Merge {
         }
         let batch = self.gather(&picks)?;
         if let Some(c) = exhausted {
-            self.refill(c).await?;
-            if self.cursors[c].is_some() {
+            let whole = self.cursors[c]
+                .as_ref()
+                .is_some_and(|x| x.end == x.batch.num_rows());
+            if whole {
+                self.refill(c).await?;
+            }
+            if self.cursors[c].as_ref().is_some_and(Cursor::active) {
                 self.sift_down(0);
             } else {
                 let last = self.heap.pop().expect("c was on top");
@@ -118,12 +172,29 @@ impl Merge {
         self.cursors[c] = match self.readers[c].next().await.map_err(read_error)? {
             Some(batch) if batch.num_rows() > 0 => Some(Cursor {
                 keys: self.order.key_rows(&batch)?,
+                end: match &self.below {
+                    Some(key) => rows_below(&self.order, &batch, key)?,
+                    None => batch.num_rows(),
+                },
                 batch,
                 next: 0,
             }),
             _ => None,
         };
         Ok(())
+    }
+
+    /// Each chain's rows the merge left (at or above its upper end), in chain order.
+    pub fn into_rest(self) -> Vec<Slices> {
+        let mut out = self.readers;
+        for (c, cursor) in self.cursors.into_iter().enumerate() {
+            if let Some(x) = cursor
+                && x.next < x.batch.num_rows()
+            {
+                out[c].put_back(x.batch.slice(x.next, x.batch.num_rows() - x.next));
+            }
+        }
+        out
     }
 
     /// Whether chain `a`'s next row leaves before chain `b`'s.

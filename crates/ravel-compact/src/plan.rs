@@ -3,7 +3,7 @@
 
 use std::cmp::Ordering;
 
-use ravel_log::LiveManifest;
+use ravel_log::{ChainOrigin, LiveManifest};
 use ravel_manifest::{ObjectEntry, compare_keys};
 use serde_json::Value;
 
@@ -42,9 +42,29 @@ impl Chain {
 #[derive(Debug, Clone, Default)]
 pub struct Step {
     pub chains: Vec<Chain>,
+    /// The key range merged; the inputs' rows outside it are written back (see
+    /// [`crate::window`]). Unbounded: every row of the inputs.
+    pub window: Window,
+}
+
+/// A half-open key range `[lo, hi)`; `None` is unbounded.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Window {
+    pub lo: Option<Vec<Value>>,
+    pub hi: Option<Vec<Value>>,
+}
+
+impl Window {
+    pub fn is_bounded(&self) -> bool {
+        self.lo.is_some() || self.hi.is_some()
+    }
 }
 
 impl Step {
+    pub fn input_bytes(&self) -> u64 {
+        self.input_objects().map(|o| o.entry.bytes).sum()
+    }
+
     pub fn input_objects(&self) -> impl Iterator<Item = &InputObject> {
         self.chains.iter().flat_map(|c| c.objects.iter())
     }
@@ -81,25 +101,40 @@ impl Plan {
 /// of the others, every object that overlaps another is merged. When objects must be sorted
 /// again, every object is merged (their rows may land anywhere in the key space).
 pub fn plan(live: &[LiveManifest], sort_key: &[String]) -> Plan {
-    // Keyed by rank: the map's order is the chains' order.
-    let mut by_rank: std::collections::BTreeMap<(u64, &str, u64), Chain> = Default::default();
+    // Keyed by rank: the map's order is the chains' order. Objects a compaction wrote back
+    // join the run they came from (see `ravel_log::ChainOrigin`).
+    let mut by_rank: std::collections::BTreeMap<(u64, ChainOrigin), Chain> = Default::default();
     for m in live {
         let sorted = !sort_key.is_empty() && m.manifest.sort_key == sort_key;
         for (l, o) in m.objects() {
+            let origin = l.chain.clone().unwrap_or_else(|| ChainOrigin {
+                manifest: m.key.clone(),
+                run: o.run,
+            });
             let chain = by_rank
-                .entry((l.order, m.key.as_str(), o.run))
+                .entry((l.order, origin.clone()))
                 .or_insert_with(|| Chain {
-                    manifest: m.key.clone(),
-                    run: o.run,
+                    manifest: origin.manifest,
+                    run: origin.run,
                     order: l.order,
                     objects: Vec::new(),
                     sorted,
                 });
+            chain.sorted &= sorted;
             chain.objects.push(InputObject {
                 entry: o.clone(),
                 order: l.order,
             });
         }
+    }
+    for chain in by_rank.values_mut() {
+        // Written-back objects come from other manifests; their keys never tie a neighbour's.
+        chain
+            .objects
+            .sort_by(|a, b| match (range(&a.entry), range(&b.entry)) {
+                (Some((x, _)), Some((y, _))) => compare_keys(x, y),
+                _ => Ordering::Equal,
+            });
     }
     let chains: Vec<Chain> = by_rank.into_values().collect();
     let sorted: Vec<Ranged> = chains
@@ -114,7 +149,10 @@ pub fn plan(live: &[LiveManifest], sort_key: &[String]) -> Plan {
     }
     if chains.iter().any(|c| !c.sorted) {
         return Plan {
-            steps: vec![Step { chains }],
+            steps: vec![Step {
+                chains,
+                window: Window::default(),
+            }],
             untouched: Vec::new(),
             depth_before,
         };
@@ -209,7 +247,7 @@ fn steps(chains: Vec<Chain>) -> Vec<Step> {
 /// not count as overlapping each other (neighbours may share a boundary key).
 pub type Ranged<'a> = (usize, &'a ObjectEntry);
 
-fn range(o: &ObjectEntry) -> Option<(&Vec<Value>, &Vec<Value>)> {
+pub(crate) fn range(o: &ObjectEntry) -> Option<(&Vec<Value>, &Vec<Value>)> {
     Some((o.first_key.as_ref()?, o.last_key.as_ref()?))
 }
 

@@ -104,12 +104,27 @@ pub struct Slicing {
 pub const SLICE_COPIES: u64 = 5;
 
 /// A chain's slices as a task reads them (see [`ChainReader::spawn`]).
-pub struct Slices(tokio::sync::mpsc::Receiver<Result<Option<RecordBatch>, ParquetError>>);
+pub struct Slices {
+    rx: tokio::sync::mpsc::Receiver<Result<Option<RecordBatch>, ParquetError>>,
+    /// Rows handed back by a consumer that stopped part-way through a slice.
+    returned: Option<RecordBatch>,
+}
 
 impl Slices {
     /// The next slice, `None` after the last.
     pub async fn next(&mut self) -> Result<Option<RecordBatch>, ParquetError> {
-        self.0.recv().await.unwrap_or(Ok(None))
+        if let Some(b) = self.returned.take() {
+            return Ok(Some(b));
+        }
+        self.rx.recv().await.unwrap_or(Ok(None))
+    }
+
+    /// Hands back the rest of a slice: [`Slices::next`] returns it first.
+    pub fn put_back(&mut self, rest: RecordBatch) {
+        debug_assert!(self.returned.is_none());
+        if rest.num_rows() > 0 {
+            self.returned = Some(rest);
+        }
     }
 }
 
@@ -151,7 +166,7 @@ impl ChainReader {
                 }
             }
         });
-        Slices(rx)
+        Slices { rx, returned: None }
     }
 
     /// Sizes the next slices by what `batch` of this chain holds per row.

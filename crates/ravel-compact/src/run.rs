@@ -7,12 +7,12 @@ use arrow::datatypes::{DataType, Schema};
 use object_store::ObjectStore;
 use ravel_layout::{ClusteringOrder, Layout, LayoutStore};
 use ravel_loader::{LoadOptions, Loader, Prepared};
-use ravel_log::{Commit, Committed, Operation, TableLog};
+use ravel_log::{ChainOrigin, Commit, Committed, LiveManifest, Operation, TableLog};
 use ravel_store::{Store, TablePaths};
 
 use crate::merge::Merge;
 use crate::plan::{Chain, InputObject, Plan, Step, max_depth, plan};
-use crate::read::{ChainReader, SLICE_COPIES, Slicing};
+use crate::read::{ChainReader, SLICE_COPIES, Slices, Slicing};
 use crate::{
     BATCH_ROWS, CHAIN_OVERHEAD_BYTES, CompactError, CompactOptions, CompactReport, CompactStages,
     SLICE_ROWS,
@@ -127,7 +127,7 @@ pub async fn compact(
         return Err(CompactError::NotClustered(table.to_string()));
     }
     let live = log.manifests(&snapshot).await?;
-    let plan = plan(&live, &layout.sort_key_names());
+    let first = plan(&live, &layout.sort_key_names());
     let schema = match layouts.schema().await? {
         Some(s) => s,
         None => live
@@ -138,11 +138,16 @@ pub async fn compact(
     };
     let order = ClusteringOrder::try_new(&layout, &schema)?
         .ok_or_else(|| CompactError::NotClustered(table.to_string()))?;
-    let widest = plan.steps.iter().map(|s| s.chains.len()).max().unwrap_or(0);
+    let widest = first
+        .steps
+        .iter()
+        .map(|s| s.chains.len())
+        .max()
+        .unwrap_or(0);
     let geometry = Geometry::new(opts, &schema, widest);
-    let mut report = planned(table, read_version, &plan, geometry, opts.dry_run);
+    let mut report = planned(table, read_version, &first, geometry, opts.dry_run);
     report.stages.plan_s = started.elapsed().as_secs_f64();
-    if plan.is_empty() || opts.dry_run {
+    if first.is_empty() || opts.dry_run {
         report.wall_s = started.elapsed().as_secs_f64();
         return Ok(report);
     }
@@ -151,37 +156,171 @@ pub async fn compact(
         .await?;
     let mut load = opts.load.clone();
     load.load_budget = (opts.load.load_budget / 2).max(load.object_bytes);
-    let mut written = 0;
-    let protected: std::collections::HashSet<String> = live
-        .iter()
-        .filter_map(|m| m.manifest.blooms.as_ref().map(|b| b.key.clone()))
-        .collect();
-    for step in &plan.steps {
-        let mut w = Writer {
-            store,
-            table,
-            os: os.clone(),
-            load: load.clone(),
-            order: order.clone(),
-            geometry,
-            intermediates: Vec::new(),
-            protected: protected.clone(),
-            written_bytes: 0,
-            peak_loader_bytes: 0,
-            stages: std::mem::take(&mut report.stages),
-        };
-        let result = w.run(step, &log, &paths, &layout).await;
-        written += w.written_bytes;
-        report.peak_budget_bytes = report
-            .peak_budget_bytes
-            .max(w.peak_loader_bytes + geometry.merge_bytes(step.chains.len()));
-        let done = w.finish(result, step, &log, &mut report).await?;
-        report.version = Some(done);
-    }
-    report.write_amplification = written as f64 / report.output_bytes.max(1) as f64;
+    let writer = Writer {
+        store,
+        table,
+        os: os.clone(),
+        load,
+        order,
+        geometry,
+        intermediates: Vec::new(),
+        protected: live
+            .iter()
+            .filter_map(|m| m.manifest.blooms.as_ref().map(|b| b.key.clone()))
+            .collect(),
+        written_bytes: 0,
+        peak_loader_bytes: 0,
+        stages: CompactStages::default(),
+    };
+    let steps = Steps {
+        log: &log,
+        paths: &paths,
+        layout: &layout,
+        max_input_bytes: opts.max_input_bytes,
+        // Only the objects of the version read, and what this compaction writes: loads
+        // committed meanwhile stay untouched.
+        allowed: live
+            .iter()
+            .flat_map(|m| m.objects().map(|(_, o)| o.key.clone()))
+            .collect(),
+    };
+    steps.run(writer, first, &mut report).await?;
     report.depth_after = depth_now(&log, &layout).await?;
     report.wall_s = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// The steps of a compaction, each merged and committed in turn; after each, the next is
+/// planned from the newest version.
+struct Steps<'a> {
+    log: &'a TableLog,
+    paths: &'a TablePaths,
+    layout: &'a Layout,
+    max_input_bytes: Option<u64>,
+    allowed: std::collections::HashSet<String>,
+}
+
+impl Steps<'_> {
+    async fn run(
+        mut self,
+        template: Writer<'_>,
+        first: Plan,
+        report: &mut CompactReport,
+    ) -> Result<(), CompactError> {
+        let (mut plan, mut written) = (first, 0);
+        // The version read's objects: a step's input among them is one the compaction replaced.
+        let originals = self.allowed.clone();
+        let mut ours: Vec<ravel_manifest::ObjectEntry> = Vec::new();
+        let (mut input, mut previous) = (Totals::default(), None::<Vec<String>>);
+        while let Some(step) = self.next(&plan, template.geometry.fan_in) {
+            let inputs: Vec<String> = step.input_objects().map(|o| o.entry.key.clone()).collect();
+            if previous.as_ref() == Some(&inputs) {
+                return Err(CompactError::Read(
+                    "a step would merge the same objects again: the plan made no progress".into(),
+                ));
+            }
+            let mut w = template.fresh(std::mem::take(&mut report.stages));
+            let result = w.run(&step, self.log, self.paths, self.layout).await;
+            written += w.written_bytes;
+            report.peak_budget_bytes = report
+                .peak_budget_bytes
+                .max(w.peak_loader_bytes + w.geometry.merge_bytes(step.chains.len()));
+            let done = w.finish(result, &step, self.log, report).await?;
+            input.add(
+                step.input_objects()
+                    .map(|o| &o.entry)
+                    .filter(|o| originals.contains(&o.key)),
+            );
+            self.allowed
+                .extend(done.objects.iter().map(|o| o.key.clone()));
+            ours.extend(done.objects);
+            report.version = Some(done.version);
+            report.steps += 1;
+            previous = Some(inputs);
+            let live = self.log.manifests(&self.log.latest().await?).await?;
+            plan = plan_of(only(live, &self.allowed), self.layout);
+        }
+        let left: std::collections::HashSet<&str> = plan_keys(&plan);
+        let mut output = Totals::default();
+        output.add(ours.iter().filter(|o| left.contains(o.key.as_str())));
+        (report.input_objects, report.input_bytes, report.input_rows) =
+            (input.objects, input.bytes, input.rows);
+        (
+            report.output_objects,
+            report.output_bytes,
+            report.output_rows,
+        ) = (output.objects, output.bytes, output.rows);
+        report.written_bytes = written;
+        report.write_amplification = written as f64 / report.output_bytes.max(1) as f64;
+        Ok(())
+    }
+
+    /// The next step: the deepest of the plan, bounded by the largest input allowed (a range
+    /// that would merge more chains than one pass takes is merged whole, in passes).
+    fn next(&self, plan: &Plan, fan_in: usize) -> Option<Step> {
+        let Some(max) = self.max_input_bytes else {
+            return plan.steps.first().cloned();
+        };
+        let deepest = plan.steps.iter().max_by_key(|s| step_depth(s))?;
+        let bounded = crate::window::bounded(deepest, max);
+        if bounded.window.is_bounded() && bounded.chains.len() > fan_in {
+            return Some(deepest.clone());
+        }
+        Some(bounded)
+    }
+}
+
+/// Every object a plan names.
+fn plan_keys(plan: &Plan) -> std::collections::HashSet<&str> {
+    plan.untouched
+        .iter()
+        .map(|o| o.key.as_str())
+        .chain(plan.input_objects().map(|o| o.entry.key.as_str()))
+        .collect()
+}
+
+/// Objects, bytes and rows, summed.
+#[derive(Debug, Default)]
+struct Totals {
+    objects: usize,
+    bytes: u64,
+    rows: u64,
+}
+
+impl Totals {
+    fn add<'a>(&mut self, objects: impl Iterator<Item = &'a ravel_manifest::ObjectEntry>) {
+        for o in objects {
+            self.objects += 1;
+            self.bytes += o.bytes;
+            self.rows += o.rows;
+        }
+    }
+}
+
+fn plan_of(live: Vec<LiveManifest>, layout: &Layout) -> Plan {
+    plan(&live, &layout.sort_key_names())
+}
+
+/// The deepest overlap among a step's objects, in chains.
+fn step_depth(step: &Step) -> usize {
+    let objects: Vec<crate::Ranged> = step
+        .chains
+        .iter()
+        .enumerate()
+        .flat_map(|(i, c)| c.objects.iter().map(move |o| (i, &o.entry)))
+        .collect();
+    max_depth(&objects)
+}
+
+/// `live` reduced to the objects named in `allowed`.
+fn only(live: Vec<LiveManifest>, allowed: &std::collections::HashSet<String>) -> Vec<LiveManifest> {
+    live.into_iter()
+        .filter_map(|mut m| {
+            m.live
+                .retain(|l| allowed.contains(&m.manifest.objects[l.position].key));
+            (!m.live.is_empty()).then_some(m)
+        })
+        .collect()
 }
 
 /// The deepest overlap of the newest version's objects of the current layout, in chains (a
@@ -220,10 +359,12 @@ fn planned(
         output_bytes: 0,
         output_rows: 0,
         untouched_objects: plan.untouched.len(),
+        steps: 0,
         chains: plan.chains(),
         passes: 0,
         fan_in: geometry.fan_in,
         slice_rows: geometry.slice_rows,
+        written_bytes: 0,
         write_amplification: 0.0,
         intermediate_objects: 0,
         depth_before: plan.depth_before,
@@ -242,7 +383,44 @@ struct Outcome {
     version: u64,
 }
 
-impl Writer<'_> {
+/// What a step committed: its version and the objects it added.
+struct Done {
+    version: u64,
+    objects: Vec<ravel_manifest::ObjectEntry>,
+}
+
+/// Rows of one input run that a bounded step wrote back: the loader's runs that hold them.
+struct WrittenBack {
+    runs: std::ops::Range<u64>,
+    chain: ChainOrigin,
+    order: u64,
+}
+
+/// A step's objects before the commit, and the runs among them written back.
+struct Merged {
+    prepared: Prepared,
+    passes: usize,
+    back: Vec<WrittenBack>,
+}
+
+impl<'a> Writer<'a> {
+    /// A writer like this one with nothing written yet.
+    fn fresh(&self, stages: CompactStages) -> Writer<'a> {
+        Writer {
+            store: self.store,
+            table: self.table,
+            os: self.os.clone(),
+            load: self.load.clone(),
+            order: self.order.clone(),
+            geometry: self.geometry,
+            intermediates: Vec::new(),
+            protected: self.protected.clone(),
+            written_bytes: 0,
+            peak_loader_bytes: 0,
+            stages,
+        }
+    }
+
     /// Sorts, merges and commits; returns what it committed.
     async fn run(
         &mut self,
@@ -252,20 +430,28 @@ impl Writer<'_> {
         layout: &Layout,
     ) -> Result<Outcome, CompactError> {
         let t = Instant::now();
-        let chains = self.sort_unsorted(&step.chains).await?;
-        let (mut prepared, passes) = self.merge_all(chains).await?;
-        // Its runs follow each other in key order: one sequence, one chain.
-        for o in &mut prepared.manifest.objects {
-            o.run = 0;
-        }
+        let mut merged = if step.window.is_bounded() {
+            self.merge_window(step).await?
+        } else {
+            let chains = self.sort_unsorted(&step.chains).await?;
+            let (prepared, passes) = self.merge_all(chains).await?;
+            Merged {
+                prepared,
+                passes,
+                back: Vec::new(),
+            }
+        };
+        let rank = step.input_objects().map(|o| o.order).max().unwrap_or(0);
+        let ranks = place_runs(&mut merged, rank);
         self.stages.merge_s += t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let version = commit(self.os.clone(), log, paths, layout, step, &prepared).await;
+        let prepared = merged.prepared;
+        let version = commit(self.os.clone(), log, paths, layout, step, &prepared, ranks).await;
         self.stages.commit_s += t.elapsed().as_secs_f64();
         match version {
             Ok(version) => Ok(Outcome {
                 prepared,
-                passes,
+                passes: merged.passes,
                 version,
             }),
             Err(e) => {
@@ -273,6 +459,65 @@ impl Writer<'_> {
                 Err(e)
             }
         }
+    }
+
+    /// A bounded step: per chain, its rows below the range (written back), then the merge of
+    /// the range, then per chain its rows above (written back), each sequence a run of its own.
+    async fn merge_window(&mut self, step: &Step) -> Result<Merged, CompactError> {
+        let mut loader = self.loader().await?;
+        match self.fill_window(&mut loader, step).await {
+            Ok(back) => Ok(Merged {
+                prepared: self.prepared(loader).await?,
+                passes: 1,
+                back,
+            }),
+            Err(CompactError::Load(e)) => Err(CompactError::from(loader.abandon(e).await)),
+            Err(e) => Err(CompactError::from(loader.abandon(read_failed(e)).await)),
+        }
+    }
+
+    async fn fill_window(
+        &self,
+        loader: &mut Loader,
+        step: &Step,
+    ) -> Result<Vec<WrittenBack>, CompactError> {
+        let mut slices: Vec<Slices> = step
+            .chains
+            .iter()
+            .map(|c| {
+                ChainReader::new(self.os.clone(), c.objects.clone(), self.geometry.slicing())
+                    .spawn()
+            })
+            .collect();
+        let mut back = Vec::new();
+        if let Some(lo) = &step.window.lo {
+            for (c, s) in step.chains.iter().zip(slices.iter_mut()) {
+                let from = loader.runs();
+                if push_below(loader, s, &self.order, lo).await? > 0 {
+                    loader.end_run().await?;
+                    back.push(written_back(c, from..loader.runs()));
+                }
+            }
+        }
+        let hi = step.window.hi.clone();
+        let mut merge = Merge::bounded(slices, self.order.clone(), BATCH_ROWS, hi);
+        while let Some(b) = merge.next_batch().await? {
+            push(loader, b).await?;
+        }
+        loader.end_run().await?;
+        for (c, mut s) in step.chains.iter().zip(merge.into_rest()) {
+            let from = loader.runs();
+            let mut rows = 0;
+            while let Some(b) = s.next().await.map_err(crate::merge::read_error)? {
+                rows += b.num_rows();
+                push(loader, b).await?;
+            }
+            if rows > 0 {
+                loader.end_run().await?;
+                back.push(written_back(c, from..loader.runs()));
+            }
+        }
+        Ok(back)
     }
 
     /// The chains as sorted sequences: chains of an older layout (consecutive ones together)
@@ -409,7 +654,7 @@ impl Writer<'_> {
         step: &Step,
         log: &TableLog,
         report: &mut CompactReport,
-    ) -> Result<u64, CompactError> {
+    ) -> Result<Done, CompactError> {
         report.stages = std::mem::take(&mut self.stages);
         let keep = self.referenced_now(&result, log).await;
         let intermediates = std::mem::take(&mut self.intermediates);
@@ -432,11 +677,12 @@ impl Writer<'_> {
         let o = result?;
         let m = &o.prepared.manifest;
         report.passes = report.passes.max(o.passes);
-        report.output_objects += m.objects.len();
-        report.output_bytes += m.objects.iter().map(|e| e.bytes).sum::<u64>();
-        report.output_rows += m.objects.iter().map(|e| e.rows).sum::<u64>();
+        let objects = m.objects.clone();
         o.prepared.release().await;
-        Ok(o.version)
+        Ok(Done {
+            version: o.version,
+            objects,
+        })
     }
 }
 
@@ -487,6 +733,75 @@ async fn delete_all(os: &dyn ObjectStore, keys: &[String]) {
     }
 }
 
+/// Per object of a step's manifest, its rank and the run it continues.
+struct Ranks {
+    orders: Vec<Option<u64>>,
+    chains: Vec<Option<ChainOrigin>>,
+}
+
+/// Numbers the runs of a step's objects: the merged rows are one sequence (run 0); each
+/// written-back sequence a run of its own that keeps its input run's rank. The merged rows
+/// rank with the highest of the inputs, so that rows loaded later keep sorting after them.
+fn place_runs(merged: &mut Merged, rank: u64) -> Ranks {
+    let mut ranks = Ranks {
+        orders: Vec::new(),
+        chains: Vec::new(),
+    };
+    for o in &mut merged.prepared.manifest.objects {
+        match merged
+            .back
+            .iter()
+            .enumerate()
+            .find(|(_, b)| b.runs.contains(&o.run))
+        {
+            Some((i, b)) => {
+                o.run = i as u64 + 1;
+                ranks.orders.push(Some(b.order));
+                ranks.chains.push(Some(b.chain.clone()));
+            }
+            None => {
+                o.run = 0;
+                ranks.orders.push(Some(rank));
+                ranks.chains.push(None);
+            }
+        }
+    }
+    ranks
+}
+
+fn written_back(c: &Chain, runs: std::ops::Range<u64>) -> WrittenBack {
+    WrittenBack {
+        runs,
+        chain: ChainOrigin {
+            manifest: c.manifest.clone(),
+            run: c.run,
+        },
+        order: c.order,
+    }
+}
+
+/// Pushes the rows of `slices` below `key` and hands back the rest; returns the rows pushed.
+async fn push_below(
+    loader: &mut Loader,
+    slices: &mut Slices,
+    order: &ClusteringOrder,
+    key: &[serde_json::Value],
+) -> Result<usize, CompactError> {
+    let mut rows = 0;
+    while let Some(b) = slices.next().await.map_err(crate::merge::read_error)? {
+        let n = crate::merge::rows_below(order, &b, key)?;
+        if n > 0 {
+            push(loader, b.slice(0, n)).await?;
+            rows += n;
+        }
+        if n < b.num_rows() {
+            slices.put_back(b.slice(n, b.num_rows() - n));
+            break;
+        }
+    }
+    Ok(rows)
+}
+
 async fn push(loader: &mut Loader, batch: arrow::array::RecordBatch) -> Result<(), CompactError> {
     Ok(loader.push_from(batch, "the compaction's merge").await?)
 }
@@ -507,16 +822,17 @@ async fn commit(
     layout: &Layout,
     step: &Step,
     prepared: &Prepared,
+    ranks: Ranks,
 ) -> Result<u64, CompactError> {
     let committer = ravel_loader::Committer::new(os, paths.clone());
     committer.check_stored(&prepared.manifest).await?;
     let key = committer.put_manifest(&prepared.manifest).await?;
-    let rank = step.input_objects().map(|o| o.order).max().unwrap_or(0);
     let commit = Commit {
         operation: Operation::Compaction,
         manifest_key: key.to_string(),
         manifest: &prepared.manifest,
-        orders: vec![Some(rank); prepared.manifest.objects.len()],
+        orders: ranks.orders,
+        chains: ranks.chains,
         removes: step.input_objects().map(|o| o.entry.key.clone()).collect(),
         configuration: layout.table_properties(),
     };

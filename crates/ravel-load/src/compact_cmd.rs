@@ -32,6 +32,10 @@ pub struct CompactArgs {
     /// passes.
     #[arg(long)]
     pub fan_in: Option<usize>,
+    /// Input bytes one step merges at most: more overlapping input is merged one key range at
+    /// a time, the most overlapping first, each committed as a version (default: no limit).
+    #[arg(long)]
+    pub max_input_bytes: Option<u64>,
     /// zstd level of the objects.
     #[arg(long, default_value_t = 3)]
     pub zstd_level: i32,
@@ -62,6 +66,7 @@ fn options(args: &CompactArgs, tier: &Tier) -> Result<CompactOptions> {
     Ok(CompactOptions {
         load,
         fan_in: args.fan_in,
+        max_input_bytes: args.max_input_bytes,
         dry_run: args.dry_run,
     })
 }
@@ -105,7 +110,7 @@ fn print_report(r: &CompactReport) {
     }
     let version = r.version.map_or("-".to_string(), |v| v.to_string());
     println!(
-        "table {}: version {read} -> {version}: merged {} object(s) ({} bytes, {} rows) of {} run(s) into {} object(s) ({} bytes, {} rows) in {} pass(es) of at most {} runs; {} object(s) left as they are",
+        "table {}: version {read} -> {version}: merged {} object(s) ({} bytes, {} rows) of {} run(s) into {} object(s) ({} bytes, {} rows) in {} step(s) of {} pass(es) of at most {} runs; {} object(s) left as they are",
         r.table,
         r.input_objects,
         r.input_bytes,
@@ -114,16 +119,18 @@ fn print_report(r: &CompactReport) {
         r.output_objects,
         r.output_bytes,
         r.output_rows,
+        r.steps,
         r.passes,
         r.fan_in,
         r.untouched_objects
     );
     let s = &r.stages;
     println!(
-        "overlap depth {} -> {}; write amplification {:.2}; peak budget {} bytes; plan {:.2} s, merge and write {:.2} s (sort {:.2}, gather {:.2}, encode {:.2}, upload {:.2}), commit {:.2} s; wall {:.2} s",
+        "overlap depth {} -> {}; write amplification {:.2} ({} bytes written); peak budget {} bytes; plan {:.2} s, merge and write {:.2} s (sort {:.2}, gather {:.2}, encode {:.2}, upload {:.2}), commit {:.2} s; wall {:.2} s",
         r.depth_before,
         r.depth_after,
         r.write_amplification,
+        r.written_bytes,
         r.peak_budget_bytes,
         s.plan_s,
         s.merge_s,

@@ -67,6 +67,7 @@ impl Committer {
             manifest_key: path.to_string(),
             manifest,
             orders: vec![None; manifest.objects.len()],
+            chains: Vec::new(),
             removes: Vec::new(),
             configuration,
         };

@@ -363,6 +363,25 @@ impl Loader {
         result.map(|()| true)
     }
 
+    /// Flushes what is buffered as a run now, so that the rows pushed next start another run.
+    /// A caller that pushes sequences which must not be sorted together (a compaction's rows
+    /// of different runs) ends each one here.
+    pub async fn end_run(&mut self) -> Result<(), LoadError> {
+        if self.poisoned {
+            return Err(LoadError::Poisoned);
+        }
+        let result = self.flush().await;
+        if result.is_err() {
+            self.poisoned = true;
+        }
+        result
+    }
+
+    /// Runs flushed so far; the next run gets this number.
+    pub fn runs(&self) -> u64 {
+        self.runs
+    }
+
     /// How long until the buffer's oldest row reaches the age trigger (`None`: buffer empty).
     pub fn until_aged(&self) -> Option<Duration> {
         self.oldest

@@ -15,6 +15,10 @@ pub const TAG_POSITION: &str = "ravel.position";
 /// version that added them; a compaction's output the highest rank among its inputs, so that
 /// rows loaded later keep sorting after them.
 pub const TAG_ORDER: &str = "ravel.order";
+/// Tag on an `add` of rows a compaction of a key range took out of an input object and wrote
+/// back: the run they continue, as `<manifest path>#<run>`. They keep that run's place among
+/// equal sort keys (see [`crate::ChainOrigin`]).
+pub const TAG_CHAIN: &str = "ravel.chain";
 
 /// One line of a log entry. Exactly one field is set.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

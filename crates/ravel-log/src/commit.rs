@@ -8,11 +8,12 @@ use ravel_manifest::Manifest;
 use serde_json::{Value, json};
 
 use crate::actions::{
-    ActionLine, Format, Metadata, Remove, TAG_MANIFEST, TAG_ORDER, TAG_POSITION, encode_entry,
+    ActionLine, Format, Metadata, Remove, TAG_CHAIN, TAG_MANIFEST, TAG_ORDER, TAG_POSITION,
+    encode_entry,
 };
 use crate::schema::{delta_schema, protocol_for};
 use crate::snapshot::object_add;
-use crate::{LogError, Snapshot, TableLog};
+use crate::{ChainOrigin, LogError, Snapshot, TableLog};
 
 /// Attempts before a commit gives up: each lost one means another commit landed.
 const MAX_ATTEMPTS: usize = 1000;
@@ -36,6 +37,9 @@ pub struct Commit<'a> {
     /// Per object of the manifest, its rank among equal sort keys; `None` ranks it by the
     /// version this commit creates (a load's objects).
     pub orders: Vec<Option<u64>>,
+    /// Per object of the manifest, the run it continues (see [`ChainOrigin`]); missing or
+    /// `None`: its own run.
+    pub chains: Vec<Option<ChainOrigin>>,
     /// Store paths of the objects leaving the table (a compaction's inputs).
     pub removes: Vec<String>,
     /// Settings recorded in the table's `metaData` (the layout, for other engines).
@@ -184,6 +188,9 @@ impl TableLog {
                 tags.insert(TAG_MANIFEST.into(), manifest_path.to_string());
                 tags.insert(TAG_POSITION.into(), position.to_string());
                 tags.insert(TAG_ORDER.into(), order.to_string());
+                if let Some(Some(c)) = commit.chains.get(position) {
+                    tags.insert(TAG_CHAIN.into(), c.tag(&self.table));
+                }
             });
             actions.push(ActionLine {
                 add: Some(add),

@@ -23,15 +23,15 @@ mod schema;
 mod snapshot;
 
 pub use actions::{
-    ActionLine, Add, Format, Metadata, Protocol, Remove, TAG_MANIFEST, TAG_ORDER, TAG_POSITION,
-    decode_entry, encode_entry,
+    ActionLine, Add, Format, Metadata, Protocol, Remove, TAG_CHAIN, TAG_MANIFEST, TAG_ORDER,
+    TAG_POSITION, decode_entry, encode_entry,
 };
 pub use commit::{Commit, Committed, Operation};
 pub use error::LogError;
 pub use schema::{
     DeltaSchema, NO_DELTA_VIEW_FEATURE, UnmappedColumn, delta_schema, delta_type, protocol_for,
 };
-pub use snapshot::{LiveManifest, LiveObject, LogEntry, Removed, Snapshot};
+pub use snapshot::{ChainOrigin, LiveManifest, LiveObject, LogEntry, Removed, Snapshot};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -234,6 +234,13 @@ impl TableLog {
         let live = LiveObject {
             position: number(TAG_POSITION)? as usize,
             order: number(TAG_ORDER)?,
+            chain: match add.tag(TAG_CHAIN) {
+                Some(t) => Some(
+                    ChainOrigin::parse(&self.table, t)
+                        .ok_or_else(|| foreign("a ravel.chain tag that is not <manifest>#<run>"))?,
+                ),
+                None => None,
+            },
         };
         Ok((self.table.absolute(manifest), live))
     }

@@ -156,6 +156,36 @@ pub struct LiveObject {
     pub position: usize,
     /// Its rank among equal sort keys (lower first); see [`crate::actions::TAG_ORDER`].
     pub order: u64,
+    /// The run it continues, when a compaction wrote it back (see [`ChainOrigin`]).
+    pub chain: Option<ChainOrigin>,
+}
+
+/// The run an object continues. A compaction that merges one key range reads whole objects;
+/// their rows outside the range go back into objects of their own that keep the place of the
+/// run they came from among equal sort keys, so that a later merge orders ties as the first
+/// would have.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ChainOrigin {
+    /// Store path of the manifest that listed the run.
+    pub manifest: String,
+    pub run: u64,
+}
+
+impl ChainOrigin {
+    /// The tag's value: the manifest's path relative to the table, `#`, the run.
+    pub fn tag(&self, table: &ravel_store::TablePaths) -> String {
+        let path = table.relative(&self.manifest).unwrap_or(&self.manifest);
+        format!("{path}#{}", self.run)
+    }
+
+    /// Reads a tag's value (see [`ChainOrigin::tag`]).
+    pub fn parse(table: &ravel_store::TablePaths, tag: &str) -> Option<ChainOrigin> {
+        let (path, run) = tag.rsplit_once('#')?;
+        Some(ChainOrigin {
+            manifest: table.absolute(path),
+            run: run.parse().ok()?,
+        })
+    }
 }
 
 /// A manifest with the objects a version holds of it.

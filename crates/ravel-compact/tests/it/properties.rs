@@ -1,6 +1,7 @@
 //! The ordering guarantees of compaction on arbitrary tables: each case is loaded in three
 //! loads of several runs each, then compacted with at most two chains merged at once (several
-//! passes whenever there are more than two runs). Then
+//! passes whenever there are more than two runs), or in steps of a few objects' input (key
+//! ranges, with the rows of objects reaching past a range written back). Then
 //!
 //! - every row comes back exactly once (the `seq` column, each row's input position);
 //! - the objects form one sequence in clustering order (depth 1), and rows with equal sort
@@ -97,7 +98,28 @@ async fn rows_in_key_order(store: &Store) -> RecordBatch {
     concat_batches(&schema.unwrap(), &batches).unwrap()
 }
 
-async fn check(c: Case) -> Result<(), TestCaseError> {
+/// At most two chains merged at once: several passes whenever there are more.
+fn in_passes() -> CompactOptions {
+    CompactOptions {
+        load: load_options(),
+        fan_in: Some(2),
+        max_input_bytes: None,
+        dry_run: false,
+    }
+}
+
+/// Steps of at most a few objects' input: key ranges merged one at a time, the rows of
+/// objects reaching past a range's ends written back.
+fn in_steps() -> CompactOptions {
+    CompactOptions {
+        load: load_options(),
+        fan_in: None,
+        max_input_bytes: Some(8_000),
+        dry_run: false,
+    }
+}
+
+async fn check(c: Case, opts: CompactOptions) -> Result<(), TestCaseError> {
     let (layout, input) = table(&c);
     if input.num_rows() == 0 {
         return Ok(());
@@ -112,11 +134,6 @@ async fn check(c: Case) -> Result<(), TestCaseError> {
             load(&store, load_pieces).await;
         }
     }
-    let opts = CompactOptions {
-        load: load_options(),
-        fan_in: Some(2),
-        dry_run: false,
-    };
     let report = match compact(&store, "t", &opts).await {
         Err(CompactError::NotClustered(_)) => {
             prop_assert!(layout.clustering_key.is_none());
@@ -181,6 +198,12 @@ proptest! {
     #[test]
     fn compaction_keeps_every_row_in_order(c in case(600)) {
         let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-        rt.block_on(check(c))?;
+        rt.block_on(check(c, in_passes()))?;
+    }
+
+    #[test]
+    fn compaction_in_bounded_steps_keeps_every_row_in_order(c in case(600)) {
+        let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+        rt.block_on(check(c, in_steps()))?;
     }
 }

@@ -67,6 +67,7 @@ fn compact_options() -> CompactOptions {
     CompactOptions {
         load: load_options(),
         fan_in: None,
+        max_input_bytes: None,
         dry_run: false,
     }
 }

@@ -114,6 +114,47 @@ fn compaction_ends_with_one_sequence_and_the_same_answers() {
 }
 
 #[test]
+fn a_bounded_compaction_commits_key_ranges_in_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = hits_store(dir.path());
+    let s = p(&store);
+    for (i, rows) in [6_000, 5_000, 5_000].into_iter().enumerate() {
+        let input = generated(dir.path(), &format!("{i}.parquet"), rows, i as u64 + 11);
+        load(s, &input);
+    }
+    let before = answers(s, None);
+    let dry = json(&format!(
+        "compact --store {s} --table hits --dry-run --json"
+    ));
+    let total = dry["input_bytes"].as_u64().unwrap();
+    let report = json(&format!(
+        "compact --store {s} --table hits --object-bytes 60000 --max-input-bytes {} --json",
+        total / 4
+    ));
+    let steps = report["steps"].as_u64().unwrap();
+    assert!(steps >= 2, "{report}");
+    assert_eq!(report["read_version"], 2, "{report}");
+    assert_eq!(
+        report["version"],
+        2 + steps,
+        "one version per step: {report}"
+    );
+    assert_eq!(report["depth_after"], 1, "{report}");
+    assert_eq!(report["output_rows"], 16_000, "{report}");
+    assert_eq!(report["input_rows"], 16_000, "{report}");
+    assert!(report["written_bytes"].as_u64() >= report["output_bytes"].as_u64());
+    assert_eq!(answers(s, None), before);
+    let deep = json(&format!("verify --store {s} --table hits --deep --json"));
+    assert_eq!(deep["violations"], serde_json::json!([]), "{deep}");
+    assert_eq!(deep["rows"], 16_000);
+    assert_eq!(deep["overlap"]["max"], 1, "{deep}");
+    let again = ok(&format!(
+        "compact --store {s} --table hits --max-input-bytes 1"
+    ));
+    assert!(again.contains("nothing to compact"), "{again}");
+}
+
+#[test]
 fn a_new_key_and_a_compaction_recluster_the_table() {
     let dir = tempfile::tempdir().unwrap();
     let store = hits_store(dir.path());

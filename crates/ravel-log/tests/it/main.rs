@@ -79,6 +79,7 @@ impl Fixture {
                 manifest_key: key,
                 manifest: m,
                 orders: vec![None; m.objects.len()],
+                chains: Vec::new(),
                 removes: removes
                     .iter()
                     .map(|o| format!("t/data/{o}.parquet"))
