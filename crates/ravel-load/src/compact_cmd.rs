@@ -86,7 +86,7 @@ pub fn run(args: CompactArgs) -> Result<CompactReport> {
     Ok(report)
 }
 
-fn print_report(r: &CompactReport) {
+pub fn print_report(r: &CompactReport) {
     let read = r.read_version.map_or("-".to_string(), |v| v.to_string());
     if r.input_objects == 0 {
         println!(

@@ -94,7 +94,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
     next_steps(&store_url)
 }
 
-/// Loads `input` into the table `hits` of `store` with the default settings.
+/// Loads `input` into the table `hits` of `store` with the default settings, compacted after.
 fn load(store: &str, input: PathBuf) -> Result<()> {
     crate::load_cmd::run(crate::load_cmd::LoadArgs {
         store: store.to_string(),
@@ -110,6 +110,7 @@ fn load(store: &str, input: PathBuf) -> Result<()> {
         max_bad_rows: 0,
         rejects: None,
         overwrite_rejects: false,
+        compact: true,
         json: false,
     })?;
     Ok(())

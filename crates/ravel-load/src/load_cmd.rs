@@ -57,6 +57,11 @@ pub struct LoadArgs {
     /// TSV: replace existing rejects files (FILE and FILE.reasons) when lines are left out.
     #[arg(long)]
     pub overwrite_rejects: bool,
+    /// After the load, compact the table within the same budget, so that it ends globally
+    /// clustered (one sequence in clustering order) in one command. The load is committed
+    /// first: if the compaction fails, the rows stay loaded and `compact` finishes the job.
+    #[arg(long)]
+    pub compact: bool,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -177,6 +182,9 @@ pub fn run(args: LoadArgs) -> Result<LoadReport> {
         opts.max_flush_delay.as_secs_f64()
     );
     let store = Store::create(&args.store)?;
+    if args.compact {
+        crate::runtime()?.block_on(require_clustering_key(&store, &args.table))?;
+    }
     // A live bar on a terminal; plain lines every 5 s otherwise (logs, CI).
     let terminal = std::io::stderr().is_terminal();
     let bar = if terminal {
@@ -218,10 +226,26 @@ pub fn run(args: LoadArgs) -> Result<LoadReport> {
     bar.finish_and_clear();
     let report = report
         .with_context(|| format!("loading into table {} in {}", args.table, store.location()))?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print_summary(&report, started.elapsed().as_secs_f64());
+    let compacted = match args.compact {
+        true => Some(compact_after(
+            &store,
+            &args.table,
+            opts_for_compaction(&args, &tier)?,
+        )?),
+        false => None,
+    };
+    match (&compacted, args.json) {
+        (None, true) => println!("{}", serde_json::to_string_pretty(&report)?),
+        (Some(c), true) => println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "load": report, "compact": c }))?
+        ),
+        (c, false) => {
+            print_summary(&report, started.elapsed().as_secs_f64());
+            if let Some(c) = c {
+                crate::compact_cmd::print_report(c);
+            }
+        }
     }
     if let Some(path) = rejects.filter(|p| p.exists() && modified(p) != rejects_before) {
         let left = std::fs::read_to_string(&path)
@@ -234,6 +258,41 @@ pub fn run(args: LoadArgs) -> Result<LoadReport> {
         );
     }
     Ok(report)
+}
+
+/// `--compact` on a table without a clustering key has no order to end in: refused before
+/// anything is loaded.
+async fn require_clustering_key(store: &Store, table: &str) -> Result<()> {
+    let layout = ravel_layout::LayoutStore::new(store, table)?.load().await?;
+    if layout.clustering_key.is_none() {
+        return Err(BadInput(format!(
+            "--compact: table {table:?} has no clustering key, so there is no order to compact into; set one with `layout clustering-key set`"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+fn opts_for_compaction(args: &LoadArgs, tier: &Tier) -> Result<ravel_compact::CompactOptions> {
+    Ok(ravel_compact::CompactOptions {
+        load: options(args, tier)?,
+        fan_in: None,
+        max_input_bytes: None,
+        dry_run: false,
+    })
+}
+
+/// The compaction of `load --compact`, after the load is committed.
+fn compact_after(
+    store: &Store,
+    table: &str,
+    opts: ravel_compact::CompactOptions,
+) -> Result<ravel_compact::CompactReport> {
+    crate::runtime()?
+        .block_on(ravel_compact::compact(store, table, &opts))
+        .with_context(|| {
+            format!("the load is committed; compacting table {table:?} after it failed (rerun `ravel-load compact`)")
+        })
 }
 
 /// The canonical paths of the input files (as given where a file cannot be resolved: the

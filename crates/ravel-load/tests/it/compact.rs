@@ -155,6 +155,45 @@ fn a_bounded_compaction_commits_key_ranges_in_steps() {
 }
 
 #[test]
+fn load_with_compact_ends_globally_clustered_in_one_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = hits_store(dir.path());
+    let s = p(&store);
+    // Three inputs, each past the run trigger: three runs across the key space.
+    let inputs: Vec<PathBuf> = (0..3)
+        .map(|i| generated(dir.path(), &format!("{i}.parquet"), 4_000, 21 + i))
+        .collect();
+    let named: Vec<&str> = inputs.iter().map(|i| p(i)).collect();
+    let both = json(&format!(
+        "load --store {s} --table hits --input {} --object-bytes 60000 --target-bytes 600000 --compact --json",
+        named.join(" ")
+    ));
+    assert!(both["load"]["runs"].as_u64().unwrap() >= 3, "{both}");
+    let c = &both["compact"];
+    assert_eq!(c["depth_before"], both["load"]["runs"], "{both}");
+    assert_eq!(c["depth_after"], 1, "{both}");
+    assert_eq!(c["output_rows"], 12_000, "{both}");
+    let deep = json(&format!("verify --store {s} --table hits --deep --json"));
+    assert_eq!(deep["violations"], serde_json::json!([]), "{deep}");
+    assert_eq!(deep["overlap"]["max"], 1, "{deep}");
+
+    // Without a clustering key there is no order to end in: refused, nothing loaded.
+    ok(&format!(
+        "layout --store {s} --table flat schema set --hits"
+    ));
+    let err = fails(
+        2,
+        &format!(
+            "load --store {s} --table flat --input {} --compact",
+            named[0]
+        ),
+    );
+    assert!(err.contains("no clustering key"), "{err}");
+    let versions = json(&format!("verify --store {s} --table flat --json"));
+    assert_eq!(versions["rows"], 0, "{versions}");
+}
+
+#[test]
 fn a_new_key_and_a_compaction_recluster_the_table() {
     let dir = tempfile::tempdir().unwrap();
     let store = hits_store(dir.path());
