@@ -19,6 +19,9 @@ pub enum StepName {
     LoadPresorted,
     /// Load the generated rows into a table with no clustering key.
     LoadUnclustered,
+    /// `load --compact`: the generated rows loaded and compacted in one command, into a table
+    /// of its own.
+    LoadCompact,
     /// `compact` the table of `load` (its runs into one sequence); `verify` and the queries
     /// then read the compacted table.
     Compact,
@@ -47,6 +50,7 @@ impl StepName {
             StepName::Load => "load",
             StepName::LoadPresorted => "load-presorted",
             StepName::LoadUnclustered => "load-unclustered",
+            StepName::LoadCompact => "load-compact",
             StepName::Compact => "compact",
             StepName::Verify => "verify",
             StepName::QueriesCold => "queries-cold",
@@ -183,9 +187,20 @@ fn load(
     let m = exec::run(&mut cmd)?;
     let report: Value = serde_json::from_str(&m.stdout)
         .with_context(|| format!("{name}: the load's --json report"))?;
-    let rows = num(&report, &["rows"]).context("report has rows")?;
-    let stored = num(&report, &["stored_bytes"]).context("report has stored_bytes")?;
     let mut f = figures(&m);
+    // `load --compact` reports both; the table's bytes are those the compaction leaves.
+    let report = match report.get("compact") {
+        Some(c) => {
+            compacted_figures(&report["load"], c, &mut f);
+            report["load"].clone()
+        }
+        None => report,
+    };
+    let rows = num(&report, &["rows"]).context("report has rows")?;
+    let stored = f
+        .get("stored_bytes")
+        .copied()
+        .unwrap_or(num(&report, &["stored_bytes"]).context("report has stored_bytes")?);
     f.insert("rows".into(), rows);
     f.insert("rows_per_s".into(), rows / m.wall_s);
     f.insert(
@@ -220,6 +235,31 @@ fn load(
         figures: f,
         ..Step::default()
     })
+}
+
+/// The figures of the compaction in a `load --compact` report: the bytes the table ends
+/// with, write amplification over both (bytes written by the load and the compaction over
+/// bytes stored), depth before and after, and the compaction's time.
+fn compacted_figures(load: &Value, compact: &Value, f: &mut BTreeMap<String, f64>) {
+    let loaded = num(load, &["stored_bytes"]).unwrap_or(0.0);
+    let replaced = num(compact, &["input_bytes"]).unwrap_or(0.0);
+    let left = num(compact, &["output_bytes"]).unwrap_or(0.0);
+    let stored = loaded - replaced + left;
+    let written = loaded + num(compact, &["written_bytes"]).unwrap_or(0.0);
+    f.insert("stored_bytes".into(), stored);
+    f.insert("load_stored_bytes".into(), loaded);
+    f.insert("written_bytes".into(), written);
+    f.insert("write_amplification".into(), written / stored.max(1.0));
+    for (k, path) in [
+        ("depth_before", "depth_before"),
+        ("depth_after", "depth_after"),
+        ("compact_wall_s", "wall_s"),
+        ("compact_passes", "passes"),
+    ] {
+        if let Some(v) = num(compact, &[path]) {
+            f.insert(k.into(), v);
+        }
+    }
 }
 
 /// The flags of `load_args` that `compact` takes too (the budget and the objects' geometry),
@@ -517,6 +557,11 @@ pub fn run(w: &Workload, bin: &Path, progress: &mut dyn FnMut(&Step)) -> Run {
                 false,
                 &w.load_args,
             ),
+            StepName::LoadCompact => {
+                let mut args = w.load_args.clone();
+                args.push("--compact".into());
+                load(name, bin, &store("load-compact"), &w.input, true, &args)
+            }
             StepName::Compact => compact(bin, &store("load"), &w.load_args),
             StepName::Verify => verify(bin, &store("load")),
             // One process serves both query steps.
