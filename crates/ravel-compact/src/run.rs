@@ -465,6 +465,8 @@ impl<'a> Writer<'a> {
     /// the range, then per chain its rows above (written back), each sequence a run of its own.
     async fn merge_window(&mut self, step: &Step) -> Result<Merged, CompactError> {
         let mut loader = self.loader().await?;
+        // Every sequence it is given (a chain's rows, the merge) is in order.
+        loader.set_presorted();
         match self.fill_window(&mut loader, step).await {
             Ok(back) => Ok(Merged {
                 prepared: self.prepared(loader).await?,
@@ -623,6 +625,7 @@ impl<'a> Writer<'a> {
             .collect();
         let mut merge = Merge::new(readers, self.order.clone(), BATCH_ROWS);
         let mut loader = self.loader().await?;
+        loader.set_presorted();
         loop {
             match merge.next_batch().await {
                 Ok(Some(b)) => push(&mut loader, b).await?,

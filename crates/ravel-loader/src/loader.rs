@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 use crate::budget::{Budget, units};
 use crate::commit::{Committed, Committer};
 use crate::encode::{EncodeSettings, EncodedRun, RunEncoder};
-use crate::object::EncodedObject;
+use crate::object::{EncodedObject, Run};
 use crate::sidecar::BloomSidecar;
 use crate::upload::{UploadedRun, Uploader};
 use crate::{ArrowStage, LoadError, LoadOptions};
@@ -129,6 +129,8 @@ pub struct Loader {
     reused: usize,
     /// Set by a failed push: such a load can only fail, never publish.
     poisoned: bool,
+    /// The rows arrive in clustering order: runs are encoded as they are.
+    presorted: bool,
     started: Instant,
     /// The lease that keeps `gc` off this load's objects, taken before the first upload and
     /// released after the commit (see `ravel_store::lease`).
@@ -203,6 +205,7 @@ impl Loader {
             calibration: None,
             reused: 0,
             poisoned: false,
+            presorted: false,
             started: Instant::now(),
             lease: None,
             position: InputPosition::default(),
@@ -377,6 +380,14 @@ impl Loader {
         result
     }
 
+    /// Declares that the rows pushed from now on arrive in the table's clustering order, each
+    /// batch continuing the one before (a merge's output): runs are encoded without sorting
+    /// them again. Rows out of order would make objects whose key ranges are wrong; `verify
+    /// --deep` finds them.
+    pub fn set_presorted(&mut self) {
+        self.presorted = true;
+    }
+
     /// Runs flushed so far; the next run gets this number.
     pub fn runs(&self) -> u64 {
         self.runs
@@ -446,13 +457,20 @@ impl Loader {
             .clone()
             .expect("a buffered batch set the schema");
         let calibration = self.calibration;
+        let presorted = self.presorted;
         tokio::task::spawn_blocking(move || {
-            let encoded = encoder.encode_batches(buffered.batches, calibration, |obj| {
+            let emit = |obj| {
                 tx.blocking_send(obj).map_err(|_| LoadError::Internal {
                     task: "upload pipeline".into(),
                     message: "closed after a failed upload".into(),
                 })
-            });
+            };
+            let encoded = if presorted {
+                let run = Run::new(encoder.schema().clone(), buffered.batches);
+                encoder.encode(&run, calibration, emit)
+            } else {
+                encoder.encode_batches(buffered.batches, calibration, emit)
+            };
             // The rows are gone once the last object is encoded: return their budget.
             drop(buffered.permit);
             encoded
