@@ -188,14 +188,10 @@ fn load(
     let report: Value = serde_json::from_str(&m.stdout)
         .with_context(|| format!("{name}: the load's --json report"))?;
     let mut f = figures(&m);
-    // `load --compact` reports both; the table's bytes are those the compaction leaves.
-    let report = match report.get("compact") {
-        Some(c) => {
-            compacted_figures(&report["load"], c, &mut f);
-            report["load"].clone()
-        }
-        None => report,
-    };
+    // `load --compact` reports its spill and merge too.
+    if report.get("spill_bytes").is_some() {
+        sorted_figures(&report, &mut f);
+    }
     let rows = num(&report, &["rows"]).context("report has rows")?;
     let stored = f
         .get("stored_bytes")
@@ -209,8 +205,12 @@ fn load(
     );
     f.insert("mb_out_per_s".into(), stored / MB / m.wall_s);
     f.insert("stored_bytes".into(), stored);
-    let objects = report["objects"].as_array().map_or(0, |a| a.len());
-    f.insert("objects".into(), objects as f64);
+    // A load lists its objects; `load --compact` counts them.
+    let objects = match &report["objects"] {
+        Value::Array(a) => a.len() as f64,
+        other => other.as_f64().unwrap_or(0.0),
+    };
+    f.insert("objects".into(), objects);
     for (k, v) in [
         ("runs", num(&report, &["runs"])),
         (
@@ -237,26 +237,18 @@ fn load(
     })
 }
 
-/// The figures of the compaction in a `load --compact` report: the bytes the table ends
-/// with, write amplification over both (bytes written by the load and the compaction over
-/// bytes stored), depth before and after, and the compaction's time.
-fn compacted_figures(load: &Value, compact: &Value, f: &mut BTreeMap<String, f64>) {
-    let loaded = num(load, &["stored_bytes"]).unwrap_or(0.0);
-    let replaced = num(compact, &["input_bytes"]).unwrap_or(0.0);
-    let left = num(compact, &["output_bytes"]).unwrap_or(0.0);
-    let stored = loaded - replaced + left;
-    let written = loaded + num(compact, &["written_bytes"]).unwrap_or(0.0);
-    f.insert("stored_bytes".into(), stored);
-    f.insert("load_stored_bytes".into(), loaded);
-    f.insert("written_bytes".into(), written);
-    f.insert("write_amplification".into(), written / stored.max(1.0));
+/// The figures of a `load --compact` report beyond a load's: spill, passes, bytes written
+/// and write amplification (every byte stored over the bytes published).
+fn sorted_figures(report: &Value, f: &mut BTreeMap<String, f64>) {
     for (k, path) in [
-        ("depth_before", "depth_before"),
-        ("depth_after", "depth_after"),
-        ("compact_wall_s", "wall_s"),
-        ("compact_passes", "passes"),
+        ("spill_bytes", "spill_bytes"),
+        ("spill_objects", "spill_objects"),
+        ("passes", "passes"),
+        ("written_bytes", "written_bytes"),
+        ("write_amplification", "write_amplification"),
+        ("merge_s", "merge_s"),
     ] {
-        if let Some(v) = num(compact, &[path]) {
+        if let Some(v) = num(report, &[path]) {
             f.insert(k.into(), v);
         }
     }

@@ -34,10 +34,12 @@ mod merge;
 mod plan;
 mod read;
 mod run;
+mod sorted;
 mod window;
 
 pub use plan::{Chain, InputObject, Plan, Ranged, Step, Window, max_depth, plan};
 pub use run::compact;
+pub use sorted::{SortedLoad, SortedLoadReport};
 pub use window::bounded;
 
 use ravel_layout::LayoutError;

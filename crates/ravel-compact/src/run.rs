@@ -20,8 +20,8 @@ use crate::{
 
 /// How many chains merge at once and how large their slices are.
 #[derive(Debug, Clone, Copy)]
-struct Geometry {
-    fan_in: usize,
+pub(crate) struct Geometry {
+    pub(crate) fan_in: usize,
     /// Rows of a chain's first slice.
     slice_rows: usize,
     /// Bytes a chain's slices may take together (see [`SLICE_COPIES`]).
@@ -33,7 +33,7 @@ struct Geometry {
 impl Geometry {
     /// Half the budget holds the merge: per chain, the slices it reads ahead and the one merged
     /// ([`SLICE_COPIES`] slices), and each open object's footer.
-    fn new(opts: &CompactOptions, schema: &Schema, chains: usize) -> Geometry {
+    pub(crate) fn new(opts: &CompactOptions, schema: &Schema, chains: usize) -> Geometry {
         let row_bytes = row_bytes(schema);
         let merge_bytes = opts.load.load_budget / 2;
         let per_chain =
@@ -54,7 +54,7 @@ impl Geometry {
     }
 
     /// The merge's share of the budget with `chains` open.
-    fn merge_bytes(&self, chains: usize) -> u64 {
+    pub(crate) fn merge_bytes(&self, chains: usize) -> u64 {
         let k = chains.min(self.fan_in) as u64;
         let least = *SLICE_ROWS.start() as u64 * self.row_bytes * SLICE_COPIES;
         k * (self.slice_bytes.max(least) + CHAIN_OVERHEAD_BYTES)
@@ -85,13 +85,13 @@ fn row_bytes(schema: &Schema) -> u64 {
 
 /// A chain to merge: objects in order, and whether an earlier pass wrote them.
 #[derive(Debug, Clone)]
-struct Work {
-    objects: Vec<InputObject>,
-    intermediate: bool,
+pub(crate) struct Work {
+    pub(crate) objects: Vec<InputObject>,
+    pub(crate) intermediate: bool,
 }
 
 /// Writes merged rows through loaders and keeps what they prepared until the commit.
-struct Writer<'a> {
+pub(crate) struct Writer<'a> {
     store: &'a Store,
     table: &'a str,
     os: Arc<dyn ObjectStore>,
@@ -404,6 +404,46 @@ struct Merged {
 }
 
 impl<'a> Writer<'a> {
+    /// A writer of objects of `table` with `load`'s geometry (half of it is the merge's).
+    pub(crate) fn new(
+        store: &'a Store,
+        table: &'a str,
+        load: LoadOptions,
+        order: ClusteringOrder,
+        geometry: Geometry,
+    ) -> Writer<'a> {
+        Writer {
+            store,
+            table,
+            os: store.object_store().clone(),
+            load,
+            order,
+            geometry,
+            intermediates: Vec::new(),
+            protected: Default::default(),
+            written_bytes: 0,
+            peak_loader_bytes: 0,
+            stages: CompactStages::default(),
+        }
+    }
+
+    /// Bytes stored so far, the loaders' largest peak and their stage times.
+    pub(crate) fn written(&self) -> (u64, u64, &CompactStages) {
+        (self.written_bytes, self.peak_loader_bytes, &self.stages)
+    }
+
+    /// Deletes the objects of earlier passes (never committed) and gives up their leases.
+    pub(crate) async fn drop_intermediates(&mut self) -> usize {
+        let mut n = 0;
+        for p in std::mem::take(&mut self.intermediates) {
+            let doomed = spilled_keys(&p.manifest);
+            n += p.manifest.objects.len();
+            p.release().await;
+            delete_all(self.os.as_ref(), &doomed).await;
+        }
+        n
+    }
+
     /// A writer like this one with nothing written yet.
     fn fresh(&self, stages: CompactStages) -> Writer<'a> {
         Writer {
@@ -576,7 +616,7 @@ impl<'a> Writer<'a> {
 
     /// Merges `chains` in passes of at most `fan_in`: consecutive chains (rank order) merge
     /// into one, until one merge takes them all. Returns its prepared load and the passes.
-    async fn merge_all(
+    pub(crate) async fn merge_all(
         &mut self,
         mut chains: Vec<Work>,
     ) -> Result<(Prepared, usize), CompactError> {
@@ -727,7 +767,16 @@ impl Writer<'_> {
     }
 }
 
-async fn delete_all(os: &dyn ObjectStore, keys: &[String]) {
+/// The objects and sidecar a manifest lists.
+pub(crate) fn spilled_keys(m: &ravel_manifest::Manifest) -> Vec<String> {
+    m.objects
+        .iter()
+        .map(|o| o.key.clone())
+        .chain(m.blooms.iter().map(|b| b.key.clone()))
+        .collect()
+}
+
+pub(crate) async fn delete_all(os: &dyn ObjectStore, keys: &[String]) {
     use object_store::ObjectStoreExt;
     for k in keys {
         if let Err(e) = os.delete(&object_store::path::Path::from(k.as_str())).await {

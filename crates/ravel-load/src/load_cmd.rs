@@ -57,9 +57,10 @@ pub struct LoadArgs {
     /// TSV: replace existing rejects files (FILE and FILE.reasons) when lines are left out.
     #[arg(long)]
     pub overwrite_rejects: bool,
-    /// After the load, compact the table within the same budget, so that it ends globally
-    /// clustered (one sequence in clustering order) in one command. The load is committed
-    /// first: if the compaction fails, the rows stay loaded and `compact` finishes the job.
+    /// Publish the load's rows globally sorted, as `COPY … ORDER BY` does: its sorted runs go
+    /// to spill objects (cheap to write, deleted after), are merged once within the same
+    /// budget, and only the merge's objects are published. Rows already in the table are not
+    /// rewritten (`compact` merges across loads). Needs a clustering key.
     #[arg(long)]
     pub compact: bool,
     /// Print the report as JSON.
@@ -129,7 +130,7 @@ pub fn options(args: &LoadArgs, tier: &Tier) -> Result<LoadOptions> {
     Ok(o)
 }
 
-pub fn run(args: LoadArgs) -> Result<LoadReport> {
+pub fn run(args: LoadArgs) -> Result<()> {
     let tier = Tier::detect()?;
     let opts = options(&args, &tier)?;
     let inputs = ravel_loader::expand_inputs(&args.input)?;
@@ -182,9 +183,6 @@ pub fn run(args: LoadArgs) -> Result<LoadReport> {
         opts.max_flush_delay.as_secs_f64()
     );
     let store = Store::create(&args.store)?;
-    if args.compact {
-        crate::runtime()?.block_on(require_clustering_key(&store, &args.table))?;
-    }
     // A live bar on a terminal; plain lines every 5 s otherwise (logs, CI).
     let terminal = std::io::stderr().is_terminal();
     let bar = if terminal {
@@ -199,52 +197,57 @@ pub fn run(args: LoadArgs) -> Result<LoadReport> {
     };
     let started = Instant::now();
     let mut last_line = Instant::now();
-    let report = crate::runtime()?.block_on(ravel_loader::load_files_with(
-        &store,
-        &args.table,
-        opts,
-        &args.input,
-        format,
-        tsv,
-        |rows, loader| {
-            let secs = started.elapsed().as_secs_f64().max(1e-9);
-            let msg = format!(
-                "{rows} rows read ({:.0} rows/s), {} objects stored ({:.1} MB/s out), budget {:.0} MB in use",
-                rows as f64 / secs,
-                loader.objects_stored(),
-                loader.stored_bytes() as f64 / 1e6 / secs,
-                loader.budget_in_use() as f64 / 1e6
-            );
-            if terminal {
-                bar.set_message(msg);
-            } else if last_line.elapsed() >= Duration::from_secs(5) {
-                eprintln!("{msg}");
-                last_line = Instant::now();
-            }
-        },
-    ));
-    bar.finish_and_clear();
-    let report = report
-        .with_context(|| format!("loading into table {} in {}", args.table, store.location()))?;
-    let compacted = match args.compact {
-        true => Some(compact_after(
+    let progress = |rows: u64, loader: &ravel_loader::Loader| {
+        let secs = started.elapsed().as_secs_f64().max(1e-9);
+        let msg = format!(
+            "{rows} rows read ({:.0} rows/s), {} objects stored ({:.1} MB/s out), budget {:.0} MB in use",
+            rows as f64 / secs,
+            loader.objects_stored(),
+            loader.stored_bytes() as f64 / 1e6 / secs,
+            loader.budget_in_use() as f64 / 1e6
+        );
+        if terminal {
+            bar.set_message(msg);
+        } else if last_line.elapsed() >= Duration::from_secs(5) {
+            eprintln!("{msg}");
+            last_line = Instant::now();
+        }
+    };
+    let context = || format!("loading into table {} in {}", args.table, store.location());
+    if args.compact {
+        let opts = opts_for_compaction(&args, &tier)?;
+        let report = crate::runtime()?.block_on(sorted_load(
             &store,
             &args.table,
-            opts_for_compaction(&args, &tier)?,
-        )?),
-        false => None,
-    };
-    match (&compacted, args.json) {
-        (None, true) => println!("{}", serde_json::to_string_pretty(&report)?),
-        (Some(c), true) => println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "load": report, "compact": c }))?
-        ),
-        (c, false) => {
-            print_summary(&report, started.elapsed().as_secs_f64());
-            if let Some(c) = c {
-                crate::compact_cmd::print_report(c);
-            }
+            &opts,
+            Feed {
+                inputs: &args.input,
+                format,
+                tsv,
+            },
+            progress,
+        ));
+        bar.finish_and_clear();
+        let report = report.with_context(context)?;
+        match args.json {
+            true => println!("{}", serde_json::to_string_pretty(&report)?),
+            false => print_sorted(&report),
+        }
+    } else {
+        let report = crate::runtime()?.block_on(ravel_loader::load_files_with(
+            &store,
+            &args.table,
+            opts,
+            &args.input,
+            format,
+            tsv,
+            progress,
+        ));
+        bar.finish_and_clear();
+        let report = report.with_context(context)?;
+        match args.json {
+            true => println!("{}", serde_json::to_string_pretty(&report)?),
+            false => print_summary(&report, started.elapsed().as_secs_f64()),
         }
     }
     if let Some(path) = rejects.filter(|p| p.exists() && modified(p) != rejects_before) {
@@ -256,19 +259,6 @@ pub fn run(args: LoadArgs) -> Result<LoadReport> {
             path.display(),
             path.display()
         );
-    }
-    Ok(report)
-}
-
-/// `--compact` on a table without a clustering key has no order to end in: refused before
-/// anything is loaded.
-async fn require_clustering_key(store: &Store, table: &str) -> Result<()> {
-    let layout = ravel_layout::LayoutStore::new(store, table)?.load().await?;
-    if layout.clustering_key.is_none() {
-        return Err(BadInput(format!(
-            "--compact: table {table:?} has no clustering key, so there is no order to compact into; set one with `layout clustering-key set`"
-        ))
-        .into());
     }
     Ok(())
 }
@@ -282,17 +272,60 @@ fn opts_for_compaction(args: &LoadArgs, tier: &Tier) -> Result<ravel_compact::Co
     })
 }
 
-/// The compaction of `load --compact`, after the load is committed.
-fn compact_after(
+/// What a load reads.
+struct Feed<'a> {
+    inputs: &'a [PathBuf],
+    format: InputFormat,
+    tsv: ravel_loader::TsvOptions,
+}
+
+/// `load --compact`: the rows published globally sorted (see `ravel_compact::SortedLoad`).
+async fn sorted_load(
     store: &Store,
     table: &str,
-    opts: ravel_compact::CompactOptions,
-) -> Result<ravel_compact::CompactReport> {
-    crate::runtime()?
-        .block_on(ravel_compact::compact(store, table, &opts))
-        .with_context(|| {
-            format!("the load is committed; compacting table {table:?} after it failed (rerun `ravel-load compact`)")
-        })
+    opts: &ravel_compact::CompactOptions,
+    feed: Feed<'_>,
+    progress: impl FnMut(u64, &ravel_loader::Loader),
+) -> Result<ravel_compact::SortedLoadReport, ravel_compact::CompactError> {
+    let mut load = ravel_compact::SortedLoad::new(store, table, opts).await?;
+    let fed = ravel_loader::feed_files(load.loader(), feed.inputs, feed.format, feed.tsv, progress);
+    match fed.await {
+        Ok(()) => load.finish().await,
+        Err(e) => Err(load.abandon(e).await),
+    }
+}
+
+fn print_sorted(r: &ravel_compact::SortedLoadReport) {
+    let version = r
+        .version
+        .map_or("none (published already)".to_string(), |v| v.to_string());
+    println!(
+        "loaded {} rows into table {} globally sorted: {} run(s) spilled ({} objects, {} bytes) and merged in {} pass(es) into {} objects, {} bytes; version {version}",
+        r.rows,
+        r.table,
+        r.runs,
+        r.spill_objects,
+        r.spill_bytes,
+        r.passes,
+        r.objects,
+        r.stored_bytes
+    );
+    println!(
+        "write amplification {:.2} ({} bytes written); peak budget {} bytes; spill {:.2} s (sort {:.2}, gather {:.2}, encode {:.2}, upload {:.2}), merge and write {:.2} s (encode {:.2}, upload {:.2}), commit {:.2} s; wall {:.2} s",
+        r.write_amplification,
+        r.written_bytes,
+        r.peak_budget_bytes,
+        r.spill.read_s + r.spill.sort_s + r.spill.gather_s + r.spill.encode_s,
+        r.spill.sort_s,
+        r.spill.gather_s,
+        r.spill.encode_s,
+        r.spill.upload_s,
+        r.merge_s,
+        r.write.encode_s,
+        r.write.upload_s,
+        r.commit_s,
+        r.wall_s
+    );
 }
 
 /// The canonical paths of the input files (as given where a file cannot be resolved: the

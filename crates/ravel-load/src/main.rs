@@ -99,7 +99,7 @@ fn run(command: Command) -> Result<()> {
     match command {
         Command::Gen(args) => gen_cmd::run(args),
         Command::Layout(args) => layout_cmd::run(args),
-        Command::Load(args) => load_cmd::run(args).map(|_| ()),
+        Command::Load(args) => load_cmd::run(args),
         Command::Verify(args) => verify_cmd::run(args),
         Command::Gc(args) => gc_cmd::run(args),
         Command::Compact(args) => compact_cmd::run(args).map(|_| ()),

@@ -11,7 +11,9 @@ use ravel_layout::{ClusteringOrder, Layout};
 
 use crate::LoadError;
 use crate::gather::gather_consuming;
-use crate::object::{CutSettings, EncodedObject, Run, RunProperties, cut_run, writer_properties};
+use crate::object::{
+    CutSettings, EncodedObject, Run, RunProperties, cut_run, spill_properties, writer_properties,
+};
 
 /// What a run encoder's objects are made with, fixed for a load.
 #[derive(Debug, Clone)]
@@ -23,6 +25,10 @@ pub struct EncodeSettings {
     pub zstd_level: i32,
     /// Target stored size of one object.
     pub object_bytes: u64,
+    /// The objects are spill, not the table's: only a merge reads them back (a load that
+    /// ends compacted merges its runs once). They are encoded cheaply, LZ4 and plain, with
+    /// no statistics or Bloom filters.
+    pub spill: bool,
 }
 
 /// Turns runs of one table's rows into encoded objects.
@@ -72,14 +78,17 @@ impl RunEncoder {
             .iter()
             .filter_map(|(_, name)| schema.index_of(name).ok())
             .collect();
-        let bloom_columns = layout
-            .bloom
-            .scope
-            .columns(&schema)
-            .into_iter()
-            .filter_map(|name| schema.index_of(name).ok())
-            .filter(|&c| ravel_bloom::supported(schema.field(c).data_type()))
-            .collect();
+        let bloom_columns = match settings.spill {
+            true => Vec::new(),
+            false => layout
+                .bloom
+                .scope
+                .columns(&schema)
+                .into_iter()
+                .filter_map(|name| schema.index_of(name).ok())
+                .filter(|&c| ravel_bloom::supported(schema.field(c).data_type()))
+                .collect(),
+        };
         Ok(RunEncoder {
             settings,
             schema,
@@ -142,7 +151,10 @@ impl RunEncoder {
         let RunProperties {
             props,
             bytes_per_row,
-        } = writer_properties(&s.layout, run, s.zstd_level, s.object_bytes)?;
+        } = match s.spill {
+            true => spill_properties(run)?,
+            false => writer_properties(&s.layout, run, s.zstd_level, s.object_bytes)?,
+        };
         let cut = CutSettings {
             order: self.order.as_ref(),
             range_columns: &self.range_columns,

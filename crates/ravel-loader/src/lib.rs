@@ -27,6 +27,7 @@ pub use options::{InvalidOptions, LoadOptions, SORT_SCRATCH_PER_ROW, ZSTD_LEVELS
 pub use ravel_manifest::{MANIFEST_FORMAT, Manifest, ObjectEntry};
 pub use sidecar::BloomSidecar;
 pub use source::{
-    BadRows, InputFormat, READ_BATCH_ROWS, TsvOptions, expand_inputs, load_files, load_files_with,
+    BadRows, InputFormat, READ_BATCH_ROWS, TsvOptions, expand_inputs, feed_files, load_files,
+    load_files_with,
 };
 pub use upload::{Put, StoredObject, UploadedRun, Uploader};

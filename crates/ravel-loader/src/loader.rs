@@ -70,6 +70,9 @@ pub struct LoadReport {
     /// The load found an identical load published already (a rerun after the first run's
     /// manifest landed) and published nothing; `load_id` names the published one.
     pub already_published: bool,
+    /// The version that published the load (`None` when it published nothing, or was only
+    /// prepared).
+    pub version: Option<u64>,
     pub layout: Layout,
     pub options: LoadOptions,
     pub flush_trigger_bytes: u64,
@@ -131,6 +134,8 @@ pub struct Loader {
     poisoned: bool,
     /// The rows arrive in clustering order: runs are encoded as they are.
     presorted: bool,
+    /// The objects are spill for a merge (see [`EncodeSettings::spill`]).
+    spill: bool,
     started: Instant,
     /// The lease that keeps `gc` off this load's objects, taken before the first upload and
     /// released after the commit (see `ravel_store::lease`).
@@ -206,6 +211,7 @@ impl Loader {
             reused: 0,
             poisoned: false,
             presorted: false,
+            spill: false,
             started: Instant::now(),
             lease: None,
             position: InputPosition::default(),
@@ -253,18 +259,25 @@ impl Loader {
         };
         check_same(&schema, &batch.schema(), input)?;
         self.layout.validate_for(&schema)?;
+        self.set_encoder(schema.clone())?;
+        self.schema = Some(schema.clone());
+        Ok(schema)
+    }
+
+    /// The run encoder for rows of `schema`, and an empty sidecar of its filters.
+    fn set_encoder(&mut self, schema: SchemaRef) -> Result<(), LoadError> {
         let encoder = RunEncoder::new(
             EncodeSettings {
                 layout: self.layout.clone(),
                 zstd_level: self.opts.zstd_level,
                 object_bytes: self.opts.object_bytes,
+                spill: self.spill,
             },
-            schema.clone(),
+            schema,
         )?;
         self.sidecar = BloomSidecar::new(encoder.bloom_column_names());
         self.encoder = Some(Arc::new(encoder));
-        self.schema = Some(schema.clone());
-        Ok(schema)
+        Ok(())
     }
 
     /// The 0-based number, in its input, of `batch`'s first row; counts `batch`'s rows.
@@ -386,6 +399,29 @@ impl Loader {
     /// --deep` finds them.
     pub fn set_presorted(&mut self) {
         self.presorted = true;
+    }
+
+    /// Makes this load's objects spill that a merge reads back, not the table's (see
+    /// [`EncodeSettings::spill`]), or, with `false`, the table's again. Only before the first
+    /// run is flushed (a sorted load whose rows fit one run publishes that run as it is); a
+    /// load of spill is prepared ([`Loader::prepare`]), never committed.
+    pub fn set_spill(&mut self, spill: bool) -> Result<(), LoadError> {
+        if self.runs > 0 {
+            return Err(LoadError::Internal {
+                task: "choosing the objects' encoding".into(),
+                message: "runs are stored already".into(),
+            });
+        }
+        self.spill = spill;
+        if let Some(schema) = self.schema.clone() {
+            self.set_encoder(schema)?;
+        }
+        Ok(())
+    }
+
+    /// The options it loads with.
+    pub fn options(&self) -> &LoadOptions {
+        &self.opts
     }
 
     /// Runs flushed so far; the next run gets this number.
@@ -609,7 +645,10 @@ impl Loader {
             }
             Committed::Published { path, version } => {
                 tracing::info!(version, manifest = %path, objects = self.objects.len(), reused = self.reused, rows = self.rows, "load committed");
-                Ok(self.report(manifest.load_id, false))
+                Ok(LoadReport {
+                    version: Some(version),
+                    ..self.report(manifest.load_id, false)
+                })
             }
         }
     }
@@ -654,6 +693,7 @@ impl Loader {
             table: self.table.name().to_string(),
             load_id,
             already_published,
+            version: None,
             layout: self.layout.clone(),
             options: self.opts.clone(),
             flush_trigger_bytes: self.opts.flush_trigger(),

@@ -80,6 +80,27 @@ fn trial(window: &[ArrayRef], compression: Compression) -> Result<Trial, LoadErr
     })
 }
 
+/// Stored bytes of a column window plainly encoded.
+fn plain_size(window: &[ArrayRef], compression: Compression) -> Result<usize, LoadError> {
+    let Some(first) = window.first() else {
+        return Ok(0);
+    };
+    let field = arrow::datatypes::Field::new("c", first.data_type().clone(), true);
+    let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(vec![field]));
+    let props = WriterProperties::builder()
+        .set_compression(compression)
+        .set_statistics_enabled(EnabledStatistics::None)
+        .set_dictionary_enabled(false)
+        .build();
+    let mut w = parquet::arrow::ArrowWriter::try_new(Vec::new(), schema.clone(), Some(props))?;
+    for a in window {
+        let batch = RecordBatch::try_new(schema.clone(), vec![a.clone()])
+            .map_err(LoadError::arrow(ArrowStage::Encoding))?;
+        w.write(&batch)?;
+    }
+    Ok(w.into_inner()?.len())
+}
+
 /// A column's dictionary trial: whether the dictionary won, and the winner's bytes.
 #[derive(Debug, Clone, Copy)]
 struct Trial {
@@ -210,6 +231,32 @@ pub(crate) fn writer_properties(
     Ok(RunProperties {
         props: b.build(),
         bytes_per_row,
+    })
+}
+
+/// Properties of objects that only a merge reads back (see [`crate::EncodeSettings::spill`]):
+/// LZ4, plain encoding, no statistics or Bloom filters; the offset index stays, so that a
+/// merge can fetch a slice of rows by their pages. A trial of the middle rows measures the
+/// stored bytes per row.
+pub(crate) fn spill_properties(run: &Run) -> Result<RunProperties, LoadError> {
+    use rayon::prelude::*;
+    let schema = run.schema.as_ref();
+    let len = DICTIONARY_TRIAL_ROWS.min(run.num_rows());
+    let start = (run.num_rows() - len) / 2;
+    let bytes = (0..schema.fields().len())
+        .into_par_iter()
+        .map(|c| plain_size(&run.window(c, start, len), Compression::LZ4_RAW))
+        .collect::<Result<Vec<usize>, _>>()?;
+    let props = WriterProperties::builder()
+        .set_compression(Compression::LZ4_RAW)
+        .set_statistics_enabled(EnabledStatistics::None)
+        .set_max_row_group_row_count(None)
+        .set_dictionary_enabled(false)
+        .set_bloom_filter_enabled(false)
+        .build();
+    Ok(RunProperties {
+        props,
+        bytes_per_row: bytes.iter().sum::<usize>() as f64 / len.max(1) as f64,
     })
 }
 

@@ -518,10 +518,27 @@ pub async fn load_files_with(
     paths: &[PathBuf],
     format: InputFormat,
     tsv: TsvOptions,
-    mut progress: impl FnMut(u64, &Loader),
+    progress: impl FnMut(u64, &Loader),
 ) -> Result<LoadReport, LoadError> {
-    let opts_budget = opts.load_budget;
     let mut loader = Loader::new(store, table, opts).await?;
+    let result = feed_files(&mut loader, paths, format, tsv, progress).await;
+    match result {
+        Ok(()) => loader.finish().await,
+        Err(e) => Err(loader.abandon(e).await),
+    }
+}
+
+/// Reads the files `paths` into `loader` (as [`load_files_with`] does), without finishing it:
+/// the caller finishes, prepares or abandons it. `progress` is called with the rows read after
+/// each batch.
+pub async fn feed_files(
+    loader: &mut Loader,
+    paths: &[PathBuf],
+    format: InputFormat,
+    tsv: TsvOptions,
+    mut progress: impl FnMut(u64, &Loader),
+) -> Result<(), LoadError> {
+    let opts_budget = loader.options().load_budget;
     let (tx, mut rx) = tokio::sync::mpsc::channel(2);
     let paths = expand_inputs(paths)?;
     let reader = match format {
@@ -530,7 +547,7 @@ pub async fn load_files_with(
             tokio::task::spawn_blocking(move || read_parquet(paths, batch_bytes, tx))
         }
         InputFormat::Tsv => {
-            let schema = tsv_columns(&loader, tsv.schema, &paths)?;
+            let schema = tsv_columns(loader, tsv.schema, &paths)?;
             let bad = tsv.bad_rows;
             tokio::task::spawn_blocking(move || read_tsv(paths, schema, bad, tx))
         }
@@ -555,21 +572,17 @@ pub async fn load_files_with(
             let InputBatch { batch, input } = item?;
             rows += batch.num_rows() as u64;
             loader.push_from(batch, &input).await?;
-            progress(rows, &loader);
+            progress(rows, loader);
         }
         Ok(())
     }
     .await;
     drop(rx);
     // A reader that died (panicked) ended its stream early: that is a failure, not the end.
-    let result = result.and(reader.await.map_err(|e| LoadError::Internal {
+    result.and(reader.await.map_err(|e| LoadError::Internal {
         task: "reader".into(),
         message: format!("the reader thread failed: {e}"),
-    }));
-    match result {
-        Ok(()) => loader.finish().await,
-        Err(e) => Err(loader.abandon(e).await),
-    }
+    }))
 }
 
 #[cfg(test)]

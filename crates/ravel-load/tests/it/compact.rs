@@ -164,18 +164,45 @@ fn load_with_compact_ends_globally_clustered_in_one_command() {
         .map(|i| generated(dir.path(), &format!("{i}.parquet"), 4_000, 21 + i))
         .collect();
     let named: Vec<&str> = inputs.iter().map(|i| p(i)).collect();
-    let both = json(&format!(
+    let r = json(&format!(
         "load --store {s} --table hits --input {} --object-bytes 60000 --target-bytes 600000 --compact --json",
         named.join(" ")
     ));
-    assert!(both["load"]["runs"].as_u64().unwrap() >= 3, "{both}");
-    let c = &both["compact"];
-    assert_eq!(c["depth_before"], both["load"]["runs"], "{both}");
-    assert_eq!(c["depth_after"], 1, "{both}");
-    assert_eq!(c["output_rows"], 12_000, "{both}");
+    assert!(r["runs"].as_u64().unwrap() >= 3, "{r}");
+    assert_eq!(r["rows"], 12_000, "{r}");
+    assert_eq!(r["version"], 0, "one version, the load's: {r}");
+    assert!(
+        r["written_bytes"].as_u64() > r["stored_bytes"].as_u64(),
+        "{r}"
+    );
     let deep = json(&format!("verify --store {s} --table hits --deep --json"));
     assert_eq!(deep["violations"], serde_json::json!([]), "{deep}");
     assert_eq!(deep["overlap"]["max"], 1, "{deep}");
+    assert_eq!(deep["rows"], 12_000);
+    assert_eq!(deep["objects"], r["objects"], "{deep}");
+    // The spill is gone: nothing is left unreferenced.
+    assert_eq!(deep["orphans"], serde_json::json!([]), "{deep}");
+    assert!(ok(&format!("compact --store {s} --table hits")).contains("nothing to compact"));
+
+    // Rows that fit one run are published as it, nothing spilled; rows already in the table
+    // are left to `compact`.
+    let small = generated(dir.path(), "small.parquet", 1_500, 31);
+    let r = json(&format!(
+        "load --store {s} --table hits --input {} --object-bytes 60000 --compact --json",
+        p(&small)
+    ));
+    assert_eq!(
+        (r["runs"].as_u64(), r["spill_bytes"].as_u64()),
+        (Some(1), Some(0)),
+        "{r}"
+    );
+    assert_eq!(r["version"], 1, "{r}");
+    let both = json(&format!("verify --store {s} --table hits --json"));
+    assert_eq!(both["overlap"]["max"], 2, "{both}");
+    let c = json(&format!(
+        "compact --store {s} --table hits --object-bytes 60000 --json"
+    ));
+    assert_eq!(c["depth_after"], 1, "{c}");
 
     // Without a clustering key there is no order to end in: refused, nothing loaded.
     ok(&format!(

@@ -1,0 +1,243 @@
+//! A load that ends globally sorted, what `COPY … ORDER BY` gives, within the load budget.
+//!
+//! The input is sorted in runs as any load sorts it, but each run goes to *spill* objects
+//! (LZ4, plain encoding, no statistics or Bloom filters: cheap to write, read back once); the
+//! runs are then merged once, slice by slice, through the loader's own encoder, and only the
+//! merge's objects are published, as one load whose objects form one sequence. The spill is
+//! deleted after the commit (a killed load leaves it to `gc`, as it would its objects).
+//! Rows already in the table are not merged with the new ones: `compact` does that.
+
+use std::time::Instant;
+
+use ravel_layout::ClusteringOrder;
+use ravel_loader::{Committed, Committer, LoadError, Loader, Prepared, StageTimes};
+use ravel_store::Store;
+use serde::Serialize;
+
+use crate::plan::InputObject;
+use crate::run::{Geometry, Work, Writer, delete_all, spilled_keys};
+use crate::{CompactError, CompactOptions};
+
+/// A load whose rows are published globally sorted (see the module docs): push rows into
+/// [`SortedLoad::loader`], then [`SortedLoad::finish`].
+pub struct SortedLoad<'a> {
+    store: &'a Store,
+    table: String,
+    opts: CompactOptions,
+    loader: Loader,
+    started: Instant,
+}
+
+/// What a sorted load did.
+#[derive(Debug, Clone, Serialize)]
+pub struct SortedLoadReport {
+    pub table: String,
+    /// The version that published the rows; `None` when an identical load was published
+    /// already (a rerun): nothing was published.
+    pub version: Option<u64>,
+    pub load_id: String,
+    pub rows: u64,
+    /// Sorted runs the input made (the budget's worth each), each spilled and merged.
+    pub runs: u64,
+    pub spill_objects: usize,
+    pub spill_bytes: u64,
+    /// The published objects: one sequence in clustering order.
+    pub objects: usize,
+    pub stored_bytes: u64,
+    pub passes: usize,
+    pub fan_in: usize,
+    /// Every byte stored (spill, earlier passes, objects) over `stored_bytes`.
+    pub written_bytes: u64,
+    pub write_amplification: f64,
+    /// The spill pass's peak, or the merge's estimate plus its loader's, whichever is larger.
+    pub peak_budget_bytes: u64,
+    /// The spill pass: reading, sorting, gathering, encoding, uploading.
+    pub spill: StageTimes,
+    /// Merging and writing the objects (the loader's stages in `write`).
+    pub merge_s: f64,
+    pub write: StageTimes,
+    pub commit_s: f64,
+    pub wall_s: f64,
+}
+
+impl<'a> SortedLoad<'a> {
+    /// A sorted load into `table`, which must have a clustering key; `opts.load` is the
+    /// geometry and budget of both passes.
+    pub async fn new(
+        store: &'a Store,
+        table: &str,
+        opts: &CompactOptions,
+    ) -> Result<SortedLoad<'a>, CompactError> {
+        let mut loader = Loader::new(store, table, opts.load.clone()).await?;
+        if loader.layout().clustering_key.is_none() {
+            return Err(CompactError::NotClustered(table.to_string()));
+        }
+        loader.set_spill(true)?;
+        Ok(SortedLoad {
+            store,
+            table: table.to_string(),
+            opts: opts.clone(),
+            loader,
+            started: Instant::now(),
+        })
+    }
+
+    /// The loader the rows go to (see [`ravel_loader::feed_files`]).
+    pub fn loader(&mut self) -> &mut Loader {
+        &mut self.loader
+    }
+
+    /// Gives the load up after `error`: nothing is published.
+    pub async fn abandon(self, error: LoadError) -> CompactError {
+        CompactError::from(self.loader.abandon(error).await)
+    }
+
+    /// Merges the spilled runs, publishes the result and deletes the spill. Rows that fit
+    /// one run (nothing spilled yet) are published as that run, like any load's.
+    pub async fn finish(self) -> Result<SortedLoadReport, CompactError> {
+        if self.loader.runs() == 0 {
+            return self.finish_as_one_run().await;
+        }
+        let spill = self.loader.prepare().await?;
+        let mut report = spilled(&self.table, &spill);
+        let os = self.store.object_store().clone();
+        let result = merge_and_publish(self.store, &self.table, &self.opts, &spill, &mut report);
+        let result = result.await;
+        let doomed = spilled_keys(&spill.manifest);
+        spill.release().await;
+        delete_all(os.as_ref(), &doomed).await;
+        result?;
+        report.wall_s = self.started.elapsed().as_secs_f64();
+        Ok(report)
+    }
+}
+
+impl SortedLoad<'_> {
+    async fn finish_as_one_run(mut self) -> Result<SortedLoadReport, CompactError> {
+        self.loader.set_spill(false)?;
+        let r = self.loader.finish().await?;
+        let stored = r.stored_bytes;
+        Ok(SortedLoadReport {
+            table: r.table,
+            version: r.version,
+            load_id: r.load_id,
+            rows: r.rows,
+            runs: r.runs,
+            spill_objects: 0,
+            spill_bytes: 0,
+            objects: r.objects.len(),
+            stored_bytes: stored,
+            passes: 0,
+            fan_in: 0,
+            written_bytes: stored,
+            write_amplification: 1.0,
+            peak_budget_bytes: r.peak_budget_bytes,
+            spill: StageTimes::default(),
+            merge_s: 0.0,
+            write: r.stages,
+            commit_s: 0.0,
+            wall_s: self.started.elapsed().as_secs_f64(),
+        })
+    }
+}
+
+/// The report of a spill pass.
+fn spilled(table: &str, spill: &Prepared) -> SortedLoadReport {
+    let r = &spill.report;
+    SortedLoadReport {
+        table: table.to_string(),
+        version: None,
+        load_id: String::new(),
+        rows: r.rows,
+        runs: r.runs,
+        spill_objects: spill.manifest.objects.len(),
+        spill_bytes: r.stored_bytes,
+        objects: 0,
+        stored_bytes: 0,
+        passes: 0,
+        fan_in: 0,
+        written_bytes: r.stored_bytes,
+        write_amplification: 0.0,
+        peak_budget_bytes: r.peak_budget_bytes,
+        spill: r.stages.clone(),
+        merge_s: 0.0,
+        write: StageTimes::default(),
+        commit_s: 0.0,
+        wall_s: 0.0,
+    }
+}
+
+/// The spill's runs as chains, in run order (ties keep input order).
+fn chains(spill: &Prepared) -> Vec<Work> {
+    let mut out: Vec<Work> = Vec::new();
+    for o in &spill.manifest.objects {
+        let object = InputObject {
+            entry: o.clone(),
+            order: 0,
+        };
+        match out.last_mut() {
+            Some(w) if w.objects.last().is_some_and(|l| l.entry.run == o.run) => {
+                w.objects.push(object)
+            }
+            _ => out.push(Work {
+                objects: vec![object],
+                intermediate: false,
+            }),
+        }
+    }
+    out
+}
+
+async fn merge_and_publish(
+    store: &Store,
+    table: &str,
+    opts: &CompactOptions,
+    spill: &Prepared,
+    report: &mut SortedLoadReport,
+) -> Result<(), CompactError> {
+    let t = Instant::now();
+    let schema = &spill.manifest.schema;
+    let layout = &spill.report.layout;
+    let order = ClusteringOrder::try_new(layout, schema)?
+        .ok_or_else(|| CompactError::NotClustered(table.to_string()))?;
+    let chains = chains(spill);
+    let geometry = Geometry::new(opts, schema, chains.len());
+    let mut load = opts.load.clone();
+    load.load_budget = (opts.load.load_budget / 2).max(load.object_bytes);
+    let mut w = Writer::new(store, table, load, order, geometry);
+    let k = chains.len();
+    let merged = w.merge_all(chains).await;
+    w.drop_intermediates().await;
+    let (mut prepared, passes) = merged?;
+    // The merge's runs follow each other in key order: one sequence.
+    for o in &mut prepared.manifest.objects {
+        o.run = 0;
+    }
+    report.merge_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let paths = ravel_layout::LayoutStore::new(store, table)?
+        .table()
+        .clone();
+    let committed = Committer::new(store.object_store().clone(), paths)
+        .commit(&prepared.manifest, layout.table_properties())
+        .await;
+    report.commit_s = t.elapsed().as_secs_f64();
+    let m = &prepared.manifest;
+    let (written, peak, stages) = w.written();
+    report.version = match &committed {
+        Ok(Committed::Published { version, .. }) => Some(*version),
+        _ => None,
+    };
+    report.load_id = m.load_id.clone();
+    report.objects = m.objects.len();
+    report.stored_bytes = m.objects.iter().map(|o| o.bytes).sum();
+    report.passes = passes;
+    report.fan_in = geometry.fan_in;
+    report.written_bytes += written;
+    report.write_amplification = report.written_bytes as f64 / report.stored_bytes.max(1) as f64;
+    report.peak_budget_bytes = report.peak_budget_bytes.max(peak + geometry.merge_bytes(k));
+    report.write = stages.write.clone();
+    prepared.release().await;
+    committed?;
+    Ok(())
+}
