@@ -65,7 +65,7 @@ pub struct CompactOptions {
 }
 
 /// Rows a merged batch holds at most.
-const BATCH_ROWS: usize = 8192;
+const BATCH_ROWS: usize = 65_536;
 /// Rows a chain's slice holds at least and at most.
 const SLICE_ROWS: std::ops::RangeInclusive<usize> = 1024..=65_536;
 /// The merge's cost of one open chain beyond its slice: the object's footer and page index.

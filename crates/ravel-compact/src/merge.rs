@@ -56,6 +56,31 @@ pub fn rows_below(
     Ok(lo)
 }
 
+/// The rows picked for one batch: which slices they come from, and where in them.
+struct Picked {
+    slices: Vec<RecordBatch>,
+    /// Per chain, the index in `slices` of its current slice, once a row of it is picked.
+    slot: Vec<Option<usize>>,
+    /// (index in `slices`, row), in merged order.
+    rows: Vec<(usize, usize)>,
+}
+
+impl Picked {
+    /// Takes chain `c`'s next row.
+    fn take(&mut self, c: usize, cursor: &mut Cursor) {
+        let at = match self.slot[c] {
+            Some(at) => at,
+            None => {
+                self.slices.push(cursor.batch.clone());
+                self.slices.len() - 1
+            }
+        };
+        self.slot[c] = Some(at);
+        self.rows.push((at, cursor.next));
+        cursor.next += 1;
+    }
+}
+
 /// Merges sorted chains into batches of at most `batch_rows` rows in clustering order.
 pub struct Merge {
     readers: Vec<Slices>,
@@ -96,44 +121,31 @@ impl Merge {
         }
     }
 
-    /// The next merged batch, `None` when every chain is read. A batch ends where a slice
-    /// does, so that every batch is gathered from the slices in hand.
+    /// The next merged batch of `batch_rows` rows (fewer only at the end), `None` when every
+    /// chain is read. A slice whose rows are all taken stays in hand until the batch is
+    /// gathered, so that batches do not end where slices do.
     pub async fn next_batch(&mut self) -> Result<Option<RecordBatch>, CompactError> {
         if !self.started {
-            self.started = true;
-            for c in 0..self.readers.len() {
-                self.refill(c).await?;
-            }
-            self.heap = (0..self.cursors.len())
-                .filter(|&c| self.cursors[c].as_ref().is_some_and(Cursor::active))
-                .collect();
-            for i in (0..self.heap.len() / 2).rev() {
-                self.sift_down(i);
-            }
+            self.start().await?;
         }
-        let mut picks: Vec<(usize, usize)> = Vec::with_capacity(self.batch_rows);
-        let mut exhausted = None;
-        while picks.len() < self.batch_rows {
+        let mut picked = Picked {
+            slices: Vec::new(),
+            slot: vec![None; self.cursors.len()],
+            rows: Vec::with_capacity(self.batch_rows),
+        };
+        while picked.rows.len() < self.batch_rows {
             let Some(&c) = self.heap.first() else { break };
             let cursor = self.cursors[c].as_mut().expect("in the heap");
-            picks.push((c, cursor.next));
-            cursor.next += 1;
-            if cursor.next == cursor.end {
-                exhausted = Some(c);
-                break;
+            picked.take(c, cursor);
+            if cursor.active() {
+                self.sift_down(0);
+                continue;
             }
-            self.sift_down(0);
-        }
-        if picks.is_empty() {
-            return Ok(None);
-        }
-        let batch = self.gather(&picks)?;
-        if let Some(c) = exhausted {
-            let whole = self.cursors[c]
-                .as_ref()
-                .is_some_and(|x| x.end == x.batch.num_rows());
-            if whole {
+            // The chain's rows of this slice are taken: the next slice, unless the merge's
+            // upper end lies in this one.
+            if cursor.end == cursor.batch.num_rows() {
                 self.refill(c).await?;
+                picked.slot[c] = None;
             }
             if self.cursors[c].as_ref().is_some_and(Cursor::active) {
                 self.sift_down(0);
@@ -145,26 +157,28 @@ impl Merge {
                 }
             }
         }
-        Ok(Some(batch))
+        if picked.rows.is_empty() {
+            return Ok(None);
+        }
+        let slices: Vec<&RecordBatch> = picked.slices.iter().collect();
+        Ok(Some(arrow::compute::interleave_record_batch(
+            &slices,
+            &picked.rows,
+        )?))
     }
 
-    /// The picked rows, in order, as one batch.
-    fn gather(&self, picks: &[(usize, usize)]) -> Result<RecordBatch, CompactError> {
-        let chains: Vec<usize> = {
-            let mut c: Vec<usize> = picks.iter().map(|p| p.0).collect();
-            c.sort_unstable();
-            c.dedup();
-            c
-        };
-        let batches: Vec<&RecordBatch> = chains
-            .iter()
-            .map(|&c| &self.cursors[c].as_ref().expect("picked").batch)
+    async fn start(&mut self) -> Result<(), CompactError> {
+        self.started = true;
+        for c in 0..self.readers.len() {
+            self.refill(c).await?;
+        }
+        self.heap = (0..self.cursors.len())
+            .filter(|&c| self.cursors[c].as_ref().is_some_and(Cursor::active))
             .collect();
-        let index: Vec<(usize, usize)> = picks
-            .iter()
-            .map(|&(c, r)| (chains.binary_search(&c).expect("listed"), r))
-            .collect();
-        Ok(arrow::compute::interleave_record_batch(&batches, &index)?)
+        for i in (0..self.heap.len() / 2).rev() {
+            self.sift_down(i);
+        }
+        Ok(())
     }
 
     /// Reads chain `c`'s next slice into its cursor (`None` at its end).
