@@ -73,8 +73,8 @@ enum Command {
 /// glibc's malloc gives threads that contend for the heap arenas of their own, up to eight per
 /// core, and returns little of them: a load or a compaction, whose buffers pass between the
 /// runtime's, rayon's and blocking threads, then holds far more than its budget (`load
-/// --compact` of 10M hits rows under a 2 GB budget: 2.50 GB peak RSS with the default arenas,
-/// 1.42 GB with two, and faster). Set before any thread starts.
+/// --compact` of 10M hits rows under a 2 GB budget: 2.56 GB peak RSS with the default arenas,
+/// 1.45 GB with two, and faster). Set before any thread starts.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn limit_malloc_arenas() {
     // SAFETY: mallopt only sets an allocator parameter; no other thread runs yet.
