@@ -13,7 +13,7 @@ use crate::actions::{
 };
 use crate::schema::{delta_schema, protocol_for};
 use crate::snapshot::object_add;
-use crate::{ChainOrigin, LogError, Snapshot, TableLog};
+use crate::{CHECKPOINT_INTERVAL, ChainOrigin, LogError, Snapshot, TableLog};
 
 /// Attempts before a commit gives up: each lost one means another commit landed.
 const MAX_ATTEMPTS: usize = 1000;
@@ -73,13 +73,32 @@ impl TableLog {
             }
             let version = snapshot.next_version();
             let entry = self.entry_for(&snapshot, commit, version, attempt);
-            if self.create(version, entry).await? {
+            if self.create(version, entry.clone()).await? {
+                if version > 0 && version % CHECKPOINT_INTERVAL == 0 {
+                    self.checkpoint_after(snapshot, version, &entry).await;
+                }
                 return Ok(Committed::Version(version));
             }
             tracing::debug!(version, "another commit took the version; reading it");
             self.catch_up(&mut snapshot).await?;
         }
         Err(LogError::TooManyConflicts(MAX_ATTEMPTS))
+    }
+
+    /// Writes the checkpoint of `version`, which `entry` created on `base`. A failure is only
+    /// logged: the commit stands, and readers replay from an older checkpoint.
+    async fn checkpoint_after(&self, mut base: Snapshot, version: u64, entry: &[u8]) {
+        let actions = match crate::actions::decode_entry(entry) {
+            Ok(a) => a,
+            Err((line, e)) => {
+                tracing::warn!(version, line, error = %e, "no checkpoint: the entry just written does not parse");
+                return;
+            }
+        };
+        base.apply(&crate::LogEntry { version, actions });
+        if let Err(e) = self.write_checkpoint(&base).await {
+            tracing::warn!(version, error = %e, "the checkpoint was not written; readers replay from an older one");
+        }
     }
 
     /// Creates entry `version` unless taken: `Ok(false)` when another writer's entry is there.

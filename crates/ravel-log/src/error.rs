@@ -45,6 +45,8 @@ pub enum LogError {
         write: Box<object_store::Error>,
         read: Box<object_store::Error>,
     },
+    #[error("checkpoint: {0}")]
+    Checkpoint(String),
     #[error("gave up after {0} commits by others landed first")]
     TooManyConflicts(usize),
 }

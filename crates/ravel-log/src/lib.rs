@@ -4,9 +4,10 @@
 //! Each `add` carries tags naming the manifest that describes the object (`ravel.manifest`,
 //! `ravel.position`) and its rank among equal sort keys (`ravel.order`).
 //!
-//! A reader lists the log (one LIST request per thousand versions), replays the entries in
-//! order and reads the manifests the newest version names; it then reads exactly that
-//! version's objects, whatever commits land after. A table written before the log existed
+//! A reader starts from the newest checkpoint (Delta's classic Parquet checkpoint, written
+//! every 10 versions and named by `_last_checkpoint`), lists the log from there and replays
+//! the entries after it, then reads the manifests the newest version names; it reads exactly
+//! that version's objects, whatever commits land after. A table written before the log existed
 //! (manifests under `<table>/manifests/`, no log) reads as its first version, the union of
 //! those manifests; its first commit writes that version as entry 0 (`CONVERT`) and itself as
 //! entry 1.
@@ -17,6 +18,7 @@
 //! ([`LogError::TableChanged`]).
 
 mod actions;
+mod checkpoint;
 mod commit;
 mod error;
 mod schema;
@@ -25,6 +27,10 @@ mod snapshot;
 pub use actions::{
     ActionLine, Add, Format, Metadata, Protocol, Remove, TAG_CHAIN, TAG_MANIFEST, TAG_ORDER,
     TAG_POSITION, decode_entry, encode_entry,
+};
+pub use checkpoint::{
+    CHECKPOINT_INTERVAL, LastCheckpoint, checkpoint_actions, checkpoint_schema, decode_checkpoint,
+    encode_checkpoint,
 };
 pub use commit::{Commit, Committed, Operation};
 pub use error::LogError;
@@ -36,6 +42,7 @@ pub use snapshot::{ChainOrigin, LiveManifest, LiveObject, LogEntry, Removed, Sna
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
@@ -122,9 +129,14 @@ impl TableLog {
         self.entries(&self.versions().await?).await
     }
 
-    /// The newest version. A table with no log reads as the union of its manifests; one with
-    /// neither has no version (`version` is `None`).
+    /// The newest version: from the newest checkpoint, the entries after it. A table with no
+    /// log reads as the union of its manifests; one with neither has no version (`version`
+    /// is `None`).
     pub async fn latest(&self) -> Result<Snapshot, LogError> {
+        if let Some(mut s) = self.read_checkpoint().await {
+            self.catch_up(&mut s).await?;
+            return Ok(s);
+        }
         let history = self.history().await?;
         if history.is_empty() {
             return self.read_legacy().await;
@@ -153,17 +165,114 @@ impl TableLog {
             *snapshot = Snapshot::default();
         }
         let next = snapshot.next_version();
-        let versions: Vec<u64> = self
-            .versions()
-            .await?
-            .into_iter()
-            .filter(|v| *v >= next)
-            .collect();
+        let versions = self.versions_from(next).await?;
         let entries = self.entries(&versions).await?;
         for e in &entries {
             snapshot.apply(e);
         }
         Ok(entries)
+    }
+
+    /// The versions from `first` on, oldest first (one LIST from there); checks they follow
+    /// on without a gap.
+    async fn versions_from(&self, first: u64) -> Result<Vec<u64>, LogError> {
+        if first == 0 {
+            return self.versions().await;
+        }
+        let dir = self.table.log_dir();
+        let offset = dir.clone().join(format!("{:020}.json", first - 1));
+        let listed: Vec<object_store::ObjectMeta> = self
+            .store
+            .list_with_offset(Some(&dir), &offset)
+            .try_collect()
+            .await
+            .map_err(|source| LogError::Store {
+                what: "listing",
+                key: dir.to_string(),
+                source,
+            })?;
+        let mut versions: Vec<u64> = listed
+            .iter()
+            .filter_map(|m| entry_version(m.location.filename()))
+            .filter(|v| *v >= first)
+            .collect();
+        versions.sort_unstable();
+        for (i, v) in versions.iter().enumerate() {
+            if *v != first + i as u64 {
+                return Err(LogError::Gap {
+                    missing: first + i as u64,
+                    newest: *versions.last().expect("not empty"),
+                });
+            }
+        }
+        Ok(versions)
+    }
+
+    /// `_delta_log/_last_checkpoint`.
+    fn last_checkpoint_path(&self) -> Path {
+        self.table.log_dir().join("_last_checkpoint")
+    }
+
+    /// `_delta_log/<version>.checkpoint.parquet`.
+    pub fn checkpoint_path(&self, version: u64) -> Path {
+        self.table
+            .log_dir()
+            .join(format!("{version:020}.checkpoint.parquet"))
+    }
+
+    /// The version the newest checkpoint holds, if one can be read (any failure is logged and
+    /// the caller replays the whole log instead).
+    async fn read_checkpoint(&self) -> Option<Snapshot> {
+        let last = match get(self.store.as_ref(), &self.last_checkpoint_path()).await {
+            Ok(bytes) => serde_json::from_slice::<LastCheckpoint>(&bytes).ok()?,
+            Err(_) => return None,
+        };
+        let read = async {
+            let bytes = get(self.store.as_ref(), &self.checkpoint_path(last.version)).await?;
+            decode_checkpoint(bytes)
+        };
+        match read.await {
+            Ok(actions) => {
+                let mut s = Snapshot::default();
+                s.apply(&LogEntry {
+                    version: last.version,
+                    actions,
+                });
+                Some(s)
+            }
+            Err(e) => {
+                tracing::warn!(version = last.version, error = %e, "the checkpoint could not be read; replaying the log");
+                None
+            }
+        }
+    }
+
+    /// Writes the checkpoint of `snapshot`'s version and points `_last_checkpoint` to it.
+    pub async fn write_checkpoint(&self, snapshot: &Snapshot) -> Result<(), LogError> {
+        let Some(version) = snapshot.version else {
+            return Ok(());
+        };
+        let actions = checkpoint_actions(snapshot);
+        let file = encode_checkpoint(&actions)?;
+        let put = |path: Path, bytes: Bytes| async move {
+            self.store
+                .put(&path, bytes.into())
+                .await
+                .map_err(|source| LogError::Store {
+                    what: "writing",
+                    key: path.to_string(),
+                    source,
+                })
+        };
+        put(self.checkpoint_path(version), file).await?;
+        let last = LastCheckpoint {
+            version,
+            size: actions.len() as u64,
+            num_of_add_files: Some(snapshot.files().len() as u64),
+        };
+        let json = serde_json::to_vec(&last).expect("serializes");
+        put(self.last_checkpoint_path(), Bytes::from(json)).await?;
+        Ok(())
     }
 
     async fn read_legacy(&self) -> Result<Snapshot, LogError> {

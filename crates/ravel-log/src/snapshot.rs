@@ -6,7 +6,9 @@ use std::sync::Arc;
 use ravel_manifest::{Manifest, ObjectEntry};
 use ravel_store::TablePaths;
 
-use crate::actions::{ActionLine, Add, Metadata, Protocol, TAG_MANIFEST, TAG_ORDER, TAG_POSITION};
+use crate::actions::{
+    ActionLine, Add, Metadata, Protocol, Remove, TAG_MANIFEST, TAG_ORDER, TAG_POSITION,
+};
 
 /// One log entry, read.
 #[derive(Debug, Clone)]
@@ -23,7 +25,7 @@ impl LogEntry {
 }
 
 /// An object a version removed, and when.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Removed {
     /// The version whose entry removed it.
     pub version: u64,
@@ -32,6 +34,8 @@ pub struct Removed {
     pub size: Option<u64>,
     /// The manifest that listed it (relative to the table), from the removal's tags.
     pub manifest: Option<String>,
+    /// The `remove` action, as a checkpoint records it.
+    pub(crate) action: Remove,
 }
 
 /// The state of the table at one version.
@@ -71,6 +75,7 @@ impl Snapshot {
                         deletion_timestamp: r.deletion_timestamp,
                         size: r.size,
                         manifest: r.tags.as_ref().and_then(|t| t.get(TAG_MANIFEST).cloned()),
+                        action: r.clone(),
                     },
                 );
             }
@@ -120,6 +125,11 @@ impl Snapshot {
     /// versions may still read them until `gc` deletes them.
     pub fn removed(&self) -> &BTreeMap<String, Removed> {
         &self.removed
+    }
+
+    /// The `remove` actions of [`Snapshot::removed`], for a checkpoint.
+    pub fn tombstones(&self) -> impl Iterator<Item = Remove> + '_ {
+        self.removed.values().map(|r| r.action.clone())
     }
 
     /// The version the next commit creates.
