@@ -19,8 +19,8 @@ pub enum StepName {
     LoadPresorted,
     /// Load the generated rows into a table with no clustering key.
     LoadUnclustered,
-    /// `load --compact`: the generated rows loaded and compacted in one command, into a table
-    /// of its own.
+    /// `load --compact`: the generated rows published globally sorted in one command (runs
+    /// spilled and merged once), into a table of its own.
     LoadCompact,
     /// `compact` the table of `load` (its runs into one sequence); `verify` and the queries
     /// then read the compacted table.

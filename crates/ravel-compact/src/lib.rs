@@ -27,8 +27,9 @@
 //! at a time, the deepest first, each committed as a version (see [`bounded`]).
 //!
 //! **Commit.** A compaction commits only if every input is still in the table: a concurrent
-//! compaction that removed one wins, and this one fails with `ravel_log::LogError::TableChanged`,
-//! publishing nothing. Loads committed meanwhile stay untouched.
+//! compaction that removed one wins, and this one fails with `ravel_log::LogError::TableChanged`:
+//! the step that conflicted publishes nothing (steps committed before it stand). Loads committed
+//! meanwhile stay untouched.
 
 mod merge;
 mod plan;

@@ -164,18 +164,12 @@ impl Loader {
     pub async fn new(store: &Store, table: &str, opts: LoadOptions) -> Result<Loader, LoadError> {
         opts.validate()?;
         let layout_store = LayoutStore::new(store, table)?;
-        // Probed once per store (and recorded): without conditional create a load still works,
-        // since its keys are unique to it; the store's probe warns.
-        let capabilities = store
-            .capabilities()
+        // Probed once per store (and recorded): without conditional create two loads could
+        // both write one version of the table's log, and one of them would be lost.
+        store
+            .require_conditional_create("loading into a table")
             .await
             .map_err(ravel_layout::LayoutError::from)?;
-        if !capabilities.conditional_create {
-            tracing::warn!(
-                store = store.location(),
-                "loading without conditional create: objects are content-addressed and the manifest's name is unique to this load"
-            );
-        }
         let layout = layout_store.load().await?;
         layout.validate()?;
         let recorded_schema = layout_store.schema().await?;

@@ -30,7 +30,7 @@ pub enum LogError {
     #[error("manifest {key}: {problem}")]
     Manifest { key: String, problem: String },
     #[error(
-        "the table changed while this compaction ran: {path} was removed by version {version}; nothing was published, rerun the compaction"
+        "the table changed while this compaction ran: {path} was removed by version {version}; this step published nothing (steps committed before it stand), rerun the compaction"
     )]
     TableChanged { path: String, version: u64 },
     #[error(

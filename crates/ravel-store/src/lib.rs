@@ -71,7 +71,7 @@ pub enum StoreError {
         source: object_store::Error,
     },
     #[error(
-        "store {url} does not support conditional create (its server ignores If-None-Match), which {what} needs to be safe against concurrent writers; loads still work there, since their keys are unique (see the README's Stores section)"
+        "store {url} does not support conditional create (its server ignores If-None-Match), which {what} needs to be safe against concurrent writers: two commits could both take one version of the table's log (see the README's Conditional create)"
     )]
     NoConditionalCreate { url: String, what: String },
     #[error(

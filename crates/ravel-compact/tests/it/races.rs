@@ -1,5 +1,6 @@
 //! Compaction racing other writers at its commit: a compaction is held just before its log
-//! entry (a gate on the store) while a load, another compaction or gc acts.
+//! entry (a gate on the store) while a load, another compaction or gc acts. The load and the
+//! compaction races run on a local store and on a real S3 server (s3s-fs, in-process).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,8 +17,14 @@ use ravel_loader::{LoadOptions, Loader};
 use ravel_store::Store;
 use ravel_testkit::{FaultStore, Gate};
 
+/// Where a table lives.
+enum Backend {
+    Local(tempfile::TempDir),
+    S3(ravel_testkit::S3Server),
+}
+
 struct Table {
-    dir: tempfile::TempDir,
+    backend: Backend,
     store: Store,
 }
 
@@ -72,10 +79,21 @@ fn compact_options() -> CompactOptions {
     }
 }
 
-/// A table of three loads of 1,500 rows, each across the key space.
+/// A table of three loads of 1,500 rows, each across the key space, on a local store.
 async fn table() -> Table {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::create(dir.path().to_str().unwrap()).unwrap();
+    filled(Backend::Local(dir), store).await
+}
+
+/// The same table on an S3 server.
+async fn table_on_s3() -> Table {
+    let server = ravel_testkit::S3Server::start();
+    let store = server.store("");
+    filled(Backend::S3(server), store).await
+}
+
+async fn filled(backend: Backend, store: Store) -> Table {
     let layout = Layout {
         time: Some("time".into()),
         clustering_key: Some(ClusteringKey {
@@ -85,7 +103,7 @@ async fn table() -> Table {
         ..Layout::default()
     };
     ravel_testkit::set_layout(&store, "t", &layout).await;
-    let t = Table { dir, store };
+    let t = Table { backend, store };
     for i in 0..3 {
         t.load(i * 1500, (i + 1) * 1500).await;
     }
@@ -99,11 +117,24 @@ impl Table {
         loader.finish().await.unwrap();
     }
 
-    /// The same directory, every put under the log held until the gate opens.
+    /// The same store, every put under the log held until the gate opens.
     fn gated(&self) -> (Store, Gate) {
-        let local = LocalFileSystem::new_with_prefix(self.dir.path()).unwrap();
-        let (faulty, gate) = FaultStore::new(local).gate_puts("t/_delta_log/");
-        (Store::new("gated", faulty.into_arc()), gate)
+        match &self.backend {
+            Backend::Local(dir) => {
+                let local = LocalFileSystem::new_with_prefix(dir.path()).unwrap();
+                let (faulty, gate) = FaultStore::new(local).gate_puts("t/_delta_log/");
+                (Store::new("gated", faulty.into_arc()), gate)
+            }
+            Backend::S3(server) => {
+                let mut gate = None;
+                let store = server.store_with("", |s3| {
+                    let (faulty, g) = FaultStore::new(s3).gate_puts("t/_delta_log/");
+                    gate = Some(g);
+                    faulty.into_arc()
+                });
+                (store, gate.expect("set by the wrapper"))
+            }
+        }
     }
 
     /// A compaction through the gated store, running until it reaches its log entry.
@@ -167,7 +198,15 @@ async fn read_seq(store: &Store, key: &str) -> Result<Vec<i64>, object_store::Er
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_load_committed_during_a_compaction_stays() {
-    let t = table().await;
+    load_during_compaction(table().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_load_committed_during_a_compaction_stays_on_s3() {
+    load_during_compaction(table_on_s3().await).await;
+}
+
+async fn load_during_compaction(t: Table) {
     let (task, gate) = t.held_compaction().await;
     t.load(4500, 6000).await;
     gate.open();
@@ -181,7 +220,15 @@ async fn a_load_committed_during_a_compaction_stays() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn of_two_compactions_one_wins_and_the_other_fails_cleanly() {
-    let t = table().await;
+    two_compactions(table().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn of_two_compactions_one_wins_and_the_other_fails_cleanly_on_s3() {
+    two_compactions(table_on_s3().await).await;
+}
+
+async fn two_compactions(t: Table) {
     let (task, gate) = t.held_compaction().await;
     let winner = compact(&t.store, "t", &compact_options()).await.unwrap();
     assert_eq!(winner.version, Some(3));
