@@ -1,5 +1,5 @@
 //! The ordering guarantees of compaction on arbitrary tables: each case is loaded in three
-//! loads of several runs each, then compacted with at most two chains merged at once (several
+//! loads of several runs each, then compacted under a budget that merges two chains at once (several
 //! passes whenever there are more than two runs), or in steps of a few objects' input (key
 //! ranges, with the rows of objects reaching past a range written back). Then
 //!
@@ -98,11 +98,15 @@ async fn rows_in_key_order(store: &Store) -> RecordBatch {
     concat_batches(&schema.unwrap(), &batches).unwrap()
 }
 
-/// At most two chains merged at once: several passes whenever there are more.
+/// A budget that holds the slices of two chains at once: several passes whenever there are
+/// more.
 fn in_passes() -> CompactOptions {
     CompactOptions {
-        load: load_options(),
-        fan_in: Some(2),
+        load: LoadOptions {
+            load_budget: 10_000_000,
+            ..load_options()
+        },
+        fan_in: None,
         max_input_bytes: None,
         dry_run: false,
     }
@@ -142,6 +146,9 @@ async fn check(c: Case, opts: CompactOptions) -> Result<(), TestCaseError> {
         other => other.unwrap(),
     };
     prop_assert_eq!(report.output_rows, report.input_rows);
+    if opts.max_input_bytes.is_none() {
+        prop_assert_eq!(report.fan_in, 2, "the budget forces passes");
+    }
     prop_assert!(report.depth_after <= 1, "{:?}", report);
 
     let rows = rows_in_key_order(&store).await;
