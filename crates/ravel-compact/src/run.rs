@@ -210,8 +210,13 @@ impl Steps<'_> {
         let (mut plan, mut written) = (first, 0);
         // The version read's objects: a step's input among them is one the compaction replaced.
         let originals = self.allowed.clone();
-        let mut ours: Vec<ravel_manifest::ObjectEntry> = Vec::new();
-        let (mut input, mut previous) = (Totals::default(), None::<Vec<String>>);
+        // By key: a step may write an object another step wrote (the same rows written back
+        // again are the same content, the same name).
+        let mut ours: std::collections::BTreeMap<String, ravel_manifest::ObjectEntry> =
+            Default::default();
+        let mut replaced: std::collections::BTreeMap<String, ravel_manifest::ObjectEntry> =
+            Default::default();
+        let mut previous = None::<Vec<String>>;
         while let Some(step) = self.next(&plan, template.geometry.fan_in) {
             let inputs: Vec<String> = step.input_objects().map(|o| o.entry.key.clone()).collect();
             if previous.as_ref() == Some(&inputs) {
@@ -226,14 +231,14 @@ impl Steps<'_> {
                 .peak_budget_bytes
                 .max(w.peak_loader_bytes + w.geometry.merge_bytes(step.chains.len()));
             let done = w.finish(result, &step, self.log, report).await?;
-            input.add(
+            replaced.extend(
                 step.input_objects()
-                    .map(|o| &o.entry)
-                    .filter(|o| originals.contains(&o.key)),
+                    .filter(|o| originals.contains(&o.entry.key))
+                    .map(|o| (o.entry.key.clone(), o.entry.clone())),
             );
             self.allowed
                 .extend(done.objects.iter().map(|o| o.key.clone()));
-            ours.extend(done.objects);
+            ours.extend(done.objects.into_iter().map(|o| (o.key.clone(), o)));
             report.version = Some(done.version);
             report.steps += 1;
             previous = Some(inputs);
@@ -241,8 +246,9 @@ impl Steps<'_> {
             plan = plan_of(only(live, &self.allowed), self.layout);
         }
         let left: std::collections::HashSet<&str> = plan_keys(&plan);
-        let mut output = Totals::default();
-        output.add(ours.iter().filter(|o| left.contains(o.key.as_str())));
+        let (mut input, mut output) = (Totals::default(), Totals::default());
+        input.add(replaced.values());
+        output.add(ours.values().filter(|o| left.contains(o.key.as_str())));
         (report.input_objects, report.input_bytes, report.input_rows) =
             (input.objects, input.bytes, input.rows);
         (
