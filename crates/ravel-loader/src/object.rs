@@ -50,29 +50,7 @@ const DICTIONARY_TRIAL_ROWS: usize = 32_768;
 /// Returns whether the dictionary won and the winner's size in bytes (which also predicts an
 /// object's stored size per row).
 fn trial(window: &[ArrayRef], compression: Compression) -> Result<Trial, LoadError> {
-    let Some(first) = window.first() else {
-        return Ok(Trial {
-            dictionary: false,
-            bytes: 0,
-        });
-    };
-    let field = arrow::datatypes::Field::new("c", first.data_type().clone(), true);
-    let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(vec![field]));
-    let size = |dictionary: bool| -> Result<usize, LoadError> {
-        let props = WriterProperties::builder()
-            .set_compression(compression)
-            .set_statistics_enabled(EnabledStatistics::None)
-            .set_dictionary_enabled(dictionary)
-            .set_dictionary_page_size_limit(usize::MAX)
-            .build();
-        let mut w = parquet::arrow::ArrowWriter::try_new(Vec::new(), schema.clone(), Some(props))?;
-        for a in window {
-            let batch = RecordBatch::try_new(schema.clone(), vec![a.clone()])
-                .map_err(LoadError::arrow(ArrowStage::Encoding))?;
-            w.write(&batch)?;
-        }
-        Ok(w.into_inner()?.len())
-    };
+    let size = |dictionary| encoded_size(window, compression, dictionary);
     let (with, without) = (size(true)?, size(false)?);
     Ok(Trial {
         dictionary: with < without,
@@ -80,8 +58,12 @@ fn trial(window: &[ArrayRef], compression: Compression) -> Result<Trial, LoadErr
     })
 }
 
-/// Stored bytes of a column window plainly encoded.
-fn plain_size(window: &[ArrayRef], compression: Compression) -> Result<usize, LoadError> {
+/// Stored bytes of a column window (pieces of one column) encoded on its own.
+fn encoded_size(
+    window: &[ArrayRef],
+    compression: Compression,
+    dictionary: bool,
+) -> Result<usize, LoadError> {
     let Some(first) = window.first() else {
         return Ok(0);
     };
@@ -90,7 +72,8 @@ fn plain_size(window: &[ArrayRef], compression: Compression) -> Result<usize, Lo
     let props = WriterProperties::builder()
         .set_compression(compression)
         .set_statistics_enabled(EnabledStatistics::None)
-        .set_dictionary_enabled(false)
+        .set_dictionary_enabled(dictionary)
+        .set_dictionary_page_size_limit(usize::MAX)
         .build();
     let mut w = parquet::arrow::ArrowWriter::try_new(Vec::new(), schema.clone(), Some(props))?;
     for a in window {
@@ -245,7 +228,7 @@ pub(crate) fn spill_properties(run: &Run) -> Result<RunProperties, LoadError> {
     let start = (run.num_rows() - len) / 2;
     let bytes = (0..schema.fields().len())
         .into_par_iter()
-        .map(|c| plain_size(&run.window(c, start, len), Compression::LZ4_RAW))
+        .map(|c| encoded_size(&run.window(c, start, len), Compression::LZ4_RAW, false))
         .collect::<Result<Vec<usize>, _>>()?;
     let props = WriterProperties::builder()
         .set_compression(Compression::LZ4_RAW)
