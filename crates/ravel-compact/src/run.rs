@@ -90,6 +90,28 @@ pub(crate) struct Work {
     pub(crate) intermediate: bool,
 }
 
+/// A manifest's objects as chains, one per run, in run order; `intermediate` marks objects
+/// written by this compaction.
+pub(crate) fn runs_of(manifest: &ravel_manifest::Manifest, intermediate: bool) -> Vec<Work> {
+    let mut runs: Vec<Work> = Vec::new();
+    for o in &manifest.objects {
+        let object = InputObject {
+            entry: o.clone(),
+            order: 0,
+        };
+        match runs.last_mut() {
+            Some(w) if w.objects.last().is_some_and(|l| l.entry.run == o.run) => {
+                w.objects.push(object)
+            }
+            _ => runs.push(Work {
+                objects: vec![object],
+                intermediate,
+            }),
+        }
+    }
+    runs
+}
+
 /// Writes merged rows through loaders and keeps what they prepared until the commit.
 pub(crate) struct Writer<'a> {
     store: &'a Store,
@@ -597,23 +619,7 @@ impl<'a> Writer<'a> {
                 push(&mut loader, b).await?;
             }
             let prepared = self.prepared(loader).await?;
-            let mut runs: Vec<Work> = Vec::new();
-            for o in &prepared.manifest.objects {
-                let object = InputObject {
-                    entry: o.clone(),
-                    order: 0,
-                };
-                match runs.last_mut() {
-                    Some(w) if w.objects.last().is_some_and(|l| l.entry.run == o.run) => {
-                        w.objects.push(object)
-                    }
-                    _ => runs.push(Work {
-                        objects: vec![object],
-                        intermediate: true,
-                    }),
-                }
-            }
-            out.extend(runs);
+            out.extend(runs_of(&prepared.manifest, true));
             self.intermediates.push(prepared);
             i = end;
         }

@@ -14,8 +14,7 @@ use ravel_loader::{Committed, Committer, LoadError, Loader, Prepared, StageTimes
 use ravel_store::Store;
 use serde::Serialize;
 
-use crate::plan::InputObject;
-use crate::run::{Geometry, Work, Writer, delete_all, spilled_keys};
+use crate::run::{Geometry, Writer, delete_all, runs_of, spilled_keys};
 use crate::{CompactError, CompactOptions};
 
 /// A load whose rows are published globally sorted (see the module docs): push rows into
@@ -167,27 +166,6 @@ fn spilled(table: &str, spill: &Prepared) -> SortedLoadReport {
     }
 }
 
-/// The spill's runs as chains, in run order (ties keep input order).
-fn chains(spill: &Prepared) -> Vec<Work> {
-    let mut out: Vec<Work> = Vec::new();
-    for o in &spill.manifest.objects {
-        let object = InputObject {
-            entry: o.clone(),
-            order: 0,
-        };
-        match out.last_mut() {
-            Some(w) if w.objects.last().is_some_and(|l| l.entry.run == o.run) => {
-                w.objects.push(object)
-            }
-            _ => out.push(Work {
-                objects: vec![object],
-                intermediate: false,
-            }),
-        }
-    }
-    out
-}
-
 async fn merge_and_publish(
     store: &Store,
     table: &str,
@@ -200,7 +178,8 @@ async fn merge_and_publish(
     let layout = &spill.report.layout;
     let order = ClusteringOrder::try_new(layout, schema)?
         .ok_or_else(|| CompactError::NotClustered(table.to_string()))?;
-    let chains = chains(spill);
+    // The spill's runs, in run order (ties keep input order).
+    let chains = runs_of(&spill.manifest, false);
     let geometry = Geometry::new(opts, schema, chains.len());
     let mut load = opts.load.clone();
     load.load_budget = (opts.load.load_budget / 2).max(load.object_bytes);
