@@ -70,31 +70,7 @@ impl TableLog {
 
     /// The versions in the log, oldest first; checks that they run from 0 without a gap.
     pub async fn versions(&self) -> Result<Vec<u64>, LogError> {
-        let dir = self.table.log_dir();
-        let listed: Vec<object_store::ObjectMeta> = self
-            .store
-            .list(Some(&dir))
-            .try_collect()
-            .await
-            .map_err(|source| LogError::Store {
-                what: "listing",
-                key: dir.to_string(),
-                source,
-            })?;
-        let mut versions: Vec<u64> = listed
-            .iter()
-            .filter_map(|m| entry_version(m.location.filename()))
-            .collect();
-        versions.sort_unstable();
-        for (i, v) in versions.iter().enumerate() {
-            if *v != i as u64 {
-                return Err(LogError::Gap {
-                    missing: i as u64,
-                    newest: *versions.last().expect("not empty"),
-                });
-            }
-        }
-        Ok(versions)
+        self.versions_from(0).await
     }
 
     /// Reads the entries of `versions`, in order.
@@ -176,21 +152,23 @@ impl TableLog {
     /// The versions from `first` on, oldest first (one LIST from there); checks they follow
     /// on without a gap.
     async fn versions_from(&self, first: u64) -> Result<Vec<u64>, LogError> {
-        if first == 0 {
-            return self.versions().await;
-        }
         let dir = self.table.log_dir();
-        let offset = dir.clone().join(format!("{:020}.json", first - 1));
-        let listed: Vec<object_store::ObjectMeta> = self
-            .store
-            .list_with_offset(Some(&dir), &offset)
-            .try_collect()
-            .await
-            .map_err(|source| LogError::Store {
-                what: "listing",
-                key: dir.to_string(),
-                source,
-            })?;
+        let listing = match first {
+            0 => self.store.list(Some(&dir)),
+            _ => {
+                let offset = dir.clone().join(format!("{:020}.json", first - 1));
+                self.store.list_with_offset(Some(&dir), &offset)
+            }
+        };
+        let listed: Vec<object_store::ObjectMeta> =
+            listing
+                .try_collect()
+                .await
+                .map_err(|source| LogError::Store {
+                    what: "listing",
+                    key: dir.to_string(),
+                    source,
+                })?;
         let mut versions: Vec<u64> = listed
             .iter()
             .filter_map(|m| entry_version(m.location.filename()))
