@@ -898,7 +898,7 @@ async fn commit(
         orders: ranks.orders,
         chains: ranks.chains,
         removes: step.input_objects().map(|o| o.entry.key.clone()).collect(),
-        configuration: layout.table_properties(),
+        configuration: ravel_loader::table_configuration(layout, &prepared.manifest.schema),
     };
     match log.commit(&commit).await? {
         Committed::Version(v) => Ok(v),

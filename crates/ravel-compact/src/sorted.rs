@@ -198,7 +198,10 @@ async fn merge_and_publish(
         .table()
         .clone();
     let committed = Committer::new(store.object_store().clone(), paths)
-        .commit(&prepared.manifest, layout.table_properties())
+        .commit(
+            &prepared.manifest,
+            ravel_loader::table_configuration(&layout, &prepared.manifest.schema),
+        )
         .await;
     report.commit_s = t.elapsed().as_secs_f64();
     let m = &prepared.manifest;

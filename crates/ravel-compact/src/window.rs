@@ -215,6 +215,7 @@ mod tests {
                 first_key: Some(vec![json!(first)]),
                 last_key: Some(vec![json!(last)]),
                 ranges: Default::default(),
+                delta_stats: None,
             },
             order: 0,
         }

@@ -22,6 +22,7 @@ fn entry(key: &str) -> ObjectEntry {
         first_key: None,
         last_key: None,
         ranges: Default::default(),
+        delta_stats: None,
     }
 }
 

@@ -3,10 +3,12 @@
 //! else that writes a table's objects (e.g. a compaction) go through it, so that the same rows
 //! under the same layout give the same objects.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::SchemaRef;
+
+use arrow::datatypes::{Schema, SchemaRef};
 use ravel_layout::{ClusteringOrder, Layout};
 
 use crate::LoadError;
@@ -31,6 +33,25 @@ pub struct EncodeSettings {
     pub spill: bool,
 }
 
+/// The columns whose statistics the Delta `add` of each object of `schema` carries under
+/// `layout`: the first 32 and the layout's sort columns.
+pub fn stats_columns(layout: &Layout, schema: &Schema) -> Vec<usize> {
+    let sort: Vec<&str> = layout.sort_columns().iter().map(|(_, name)| *name).collect();
+    ravel_log::stats_columns(schema, &sort)
+}
+
+/// The table properties a commit of rows of `schema` records in the table's Delta metadata:
+/// the layout's, and the columns the objects' statistics cover.
+pub fn table_configuration(layout: &Layout, schema: &Schema) -> BTreeMap<String, String> {
+    let mut p = layout.table_properties();
+    let columns = stats_columns(layout, schema);
+    p.insert(
+        ravel_log::STATS_COLUMNS_PROPERTY.into(),
+        ravel_log::stats_columns_property(schema, &columns),
+    );
+    p
+}
+
 /// Turns runs of one table's rows into encoded objects.
 #[derive(Clone)]
 pub struct RunEncoder {
@@ -42,6 +63,8 @@ pub struct RunEncoder {
     /// Columns whose filter each object hands to the sidecar: the Bloom scope's string and
     /// binary columns.
     bloom_columns: Vec<usize>,
+    /// Columns whose statistics each object's Delta `add` carries (none in spill).
+    stats_columns: Vec<usize>,
 }
 
 /// A run in its clustering order, and the time that took.
@@ -73,11 +96,15 @@ impl RunEncoder {
     pub fn new(settings: EncodeSettings, schema: SchemaRef) -> Result<RunEncoder, LoadError> {
         let layout = &settings.layout;
         let order = ClusteringOrder::try_new(layout, &schema)?;
-        let range_columns = layout
+        let range_columns: Vec<usize> = layout
             .sort_columns()
             .iter()
             .filter_map(|(_, name)| schema.index_of(name).ok())
             .collect();
+        let stats_columns = match settings.spill {
+            true => Vec::new(),
+            false => stats_columns(layout, &schema),
+        };
         let bloom_columns = match settings.spill {
             true => Vec::new(),
             false => layout
@@ -95,6 +122,7 @@ impl RunEncoder {
             order,
             range_columns,
             bloom_columns,
+            stats_columns,
         })
     }
 
@@ -159,6 +187,7 @@ impl RunEncoder {
             order: self.order.as_ref(),
             range_columns: &self.range_columns,
             bloom_columns: &self.bloom_columns,
+            stats_columns: &self.stats_columns,
             props: &props,
             object_bytes: s.object_bytes,
             bytes_per_row,

@@ -36,6 +36,7 @@ pub fn encode_objects(
     let settings = CutSettings {
         order: None,
         range_columns: &[],
+        stats_columns: &[],
         bloom_columns: &[],
         props: &props,
         object_bytes,

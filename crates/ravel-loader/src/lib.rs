@@ -19,7 +19,9 @@ mod upload;
 
 pub use budget::Budget;
 pub use commit::{Committed, Committer, published_as};
-pub use encode::{EncodeSettings, EncodedRun, RunEncoder, SortedRun};
+pub use encode::{
+    EncodeSettings, EncodedRun, RunEncoder, SortedRun, stats_columns, table_configuration,
+};
 pub use error::{ArrowStage, LoadError};
 pub use loader::{LoadReport, Loader, Prepared, StageTimes};
 pub use object::{EncodedObject, Run};

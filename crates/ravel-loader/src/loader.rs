@@ -629,7 +629,10 @@ impl Loader {
         let t = Instant::now();
         let committed = self
             .committer
-            .commit(&manifest, self.layout.table_properties())
+            .commit(
+                &manifest,
+                crate::table_configuration(&self.layout, &manifest.schema),
+            )
             .await?;
         self.stages.commit_s += t.elapsed().as_secs_f64();
         match committed {

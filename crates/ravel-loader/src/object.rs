@@ -35,6 +35,9 @@ pub struct EncodedObject {
     /// The object's Bloom filter of each of the run's Bloom columns, in their order, as the
     /// object stores it (empty: no filter).
     pub blooms: Vec<Vec<u8>>,
+    /// Its statistics as a Delta `add` carries them (see [`ravel_log::delta_stats`]); `None`
+    /// for spill.
+    pub delta_stats: Option<String>,
 }
 
 /// Rows of the run encoded both ways to decide whether a column's dictionary pays.
@@ -400,6 +403,9 @@ pub(crate) struct CutSettings<'a> {
     pub range_columns: &'a [usize],
     /// Columns (indices in the run's schema) whose filter each object hands to the sidecar.
     pub bloom_columns: &'a [usize],
+    /// Columns (indices in the run's schema) whose statistics each object's Delta `add`
+    /// carries; empty: no Delta statistics (spill).
+    pub stats_columns: &'a [usize],
     pub props: &'a WriterProperties,
     pub object_bytes: u64,
     /// The stored cost of a row, as the dictionary trials measured it.
@@ -651,6 +657,8 @@ fn finish_object(
         &written.meta,
     );
     *blooms_s += t.elapsed().as_secs_f64();
+    let delta_stats = (!s.stats_columns.is_empty())
+        .then(|| ravel_log::delta_stats(&written.meta, &run.schema, s.stats_columns));
     Ok(EncodedObject {
         bytes: bytes::Bytes::from(written.bytes),
         rows: end - start,
@@ -658,6 +666,7 @@ fn finish_object(
         last_key: written.last_key,
         ranges,
         blooms,
+        delta_stats,
     })
 }
 
@@ -723,6 +732,7 @@ mod tests {
         let settings = CutSettings {
             order: None,
             range_columns: &[],
+            stats_columns: &[],
             bloom_columns: &bloom_columns,
             props: &props,
             object_bytes,

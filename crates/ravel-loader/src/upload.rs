@@ -134,6 +134,7 @@ impl Uploader {
             first_key: obj.first_key,
             last_key: obj.last_key,
             ranges: obj.ranges,
+            delta_stats: obj.delta_stats,
         };
         Ok(StoredObject {
             position,

@@ -23,6 +23,7 @@ mod commit;
 mod error;
 mod schema;
 mod snapshot;
+mod stats;
 
 pub use actions::{
     ActionLine, Add, Format, Metadata, Protocol, Remove, TAG_CHAIN, TAG_MANIFEST, TAG_ORDER,
@@ -35,9 +36,13 @@ pub use checkpoint::{
 pub use commit::{Commit, Committed, Operation};
 pub use error::LogError;
 pub use schema::{
-    DeltaSchema, NO_DELTA_VIEW_FEATURE, UnmappedColumn, delta_schema, delta_type, protocol_for,
+    DeltaSchema, NO_DELTA_VIEW_FEATURE, UnmappedColumn, delta_schema, delta_type, no_delta_view,
+    parquet_reads_as, protocol_for,
 };
 pub use snapshot::{ChainOrigin, LiveManifest, LiveObject, LogEntry, Removed, Snapshot};
+pub use stats::{
+    DELTA_INDEXED_COLUMNS, STATS_COLUMNS_PROPERTY, delta_stats, stats_columns, stats_columns_property,
+};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

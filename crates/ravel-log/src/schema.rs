@@ -1,6 +1,7 @@
 //! The table's schema as a Delta Lake reader sees it, and the protocol that schema needs.
 
 use arrow::datatypes::{DataType, Schema, TimeUnit};
+use parquet::schema::types::ColumnDescriptor;
 use serde_json::{Value, json};
 
 use crate::actions::Protocol;
@@ -53,7 +54,15 @@ pub fn delta_schema(schema: &Schema) -> DeltaSchema {
     }
 }
 
-/// Delta's primitive type for an Arrow type, where one holds every value.
+/// Delta's primitive type for an Arrow type, where one holds every value and Delta readers
+/// read the Parquet type parquet-rs stores it as (see [`parquet_reads_as`]). The unsigned
+/// types take the next wider signed type, as Spark reads Parquet's unsigned integers; UInt64
+/// has none (Delta's `decimal(20,0)` is not stored as an unsigned INT64, and readers refuse
+/// it). Timestamps of milliseconds and microseconds are stored annotated in their unit
+/// and read as Delta's microseconds. Seconds have no Delta type: parquet-rs stores them as a
+/// plain INT64 (Parquet has no unit of seconds) that only Arrow readers take for a timestamp;
+/// storing them as milliseconds instead would change the objects and cost bytes (on hits'
+/// `EventTime`, about 60 % more for that column). Nanoseconds have no Delta type either.
 pub fn delta_type(t: &DataType) -> Option<String> {
     let name = match t {
         DataType::Boolean => "boolean",
@@ -61,19 +70,12 @@ pub fn delta_type(t: &DataType) -> Option<String> {
         DataType::Int16 | DataType::UInt8 => "short",
         DataType::Int32 | DataType::UInt16 => "integer",
         DataType::Int64 | DataType::UInt32 => "long",
-        DataType::UInt64 => "decimal(20,0)",
         DataType::Float32 => "float",
         DataType::Float64 => "double",
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "string",
-        DataType::Binary
-        | DataType::LargeBinary
-        | DataType::BinaryView
-        | DataType::FixedSizeBinary(_) => "binary",
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => "binary",
         DataType::Date32 => "date",
-        DataType::Timestamp(
-            TimeUnit::Second | TimeUnit::Millisecond | TimeUnit::Microsecond,
-            tz,
-        ) => {
+        DataType::Timestamp(TimeUnit::Millisecond | TimeUnit::Microsecond, tz) => {
             if tz.is_some() {
                 "timestamp"
             } else {
@@ -86,6 +88,70 @@ pub fn delta_type(t: &DataType) -> Option<String> {
         _ => return None,
     };
     Some(name.to_string())
+}
+
+/// Why a table of `schema` has no Delta view, naming each column with no Delta type; `None`
+/// when it has one.
+pub fn no_delta_view(schema: &DeltaSchema) -> Option<String> {
+    if schema.unmapped.is_empty() {
+        return None;
+    }
+    let columns: Vec<String> = schema
+        .unmapped
+        .iter()
+        .map(|c| format!("column {:?} ({})", c.name, c.arrow_type))
+        .collect();
+    Some(format!(
+        "the table has no Delta Lake view: Delta has no type that holds every value of {}; \
+         Delta readers refuse the table (reader feature {NO_DELTA_VIEW_FEATURE}) rather than \
+         read wrong values. ravel-load reads it as always",
+        columns.join(", ")
+    ))
+}
+
+/// Whether Delta readers read a Parquet column stored as `col` as Delta type `delta` (as
+/// [`delta_type`] names it) with every value intact: the physical type and annotation the
+/// Delta protocol and Spark's Parquet reader expect for that type.
+pub fn parquet_reads_as(delta: &str, col: &ColumnDescriptor) -> bool {
+    use parquet::basic::{LogicalType as L, TimeUnit as U, Type as P};
+    let logical = col.logical_type_ref();
+    let timestamp = |utc: bool| {
+        matches!(logical, Some(L::Timestamp(t))
+            if t.is_adjusted_to_u_t_c == utc && !matches!(t.unit, U::NANOS))
+    };
+    match (delta, col.physical_type()) {
+        ("boolean", P::BOOLEAN) | ("float", P::FLOAT) | ("double", P::DOUBLE) => logical.is_none(),
+        ("byte", P::INT32) => int_fits(logical, 8),
+        ("short", P::INT32) => int_fits(logical, 16),
+        ("integer", P::INT32) => int_fits(logical, 32),
+        ("long", P::INT32) => int_fits(logical, 64),
+        ("long", P::INT64) => match logical {
+            None => true,
+            Some(L::Integer(i)) => i.is_signed,
+            _ => false,
+        },
+        ("date", P::INT32) => matches!(logical, Some(L::Date)),
+        ("timestamp", P::INT64) => timestamp(true),
+        ("timestamp_ntz", P::INT64) => timestamp(false),
+        ("string", P::BYTE_ARRAY) => matches!(logical, Some(L::String)),
+        ("binary", P::BYTE_ARRAY) => logical.is_none(),
+        (d, P::INT32 | P::INT64 | P::FIXED_LEN_BYTE_ARRAY) if d.starts_with("decimal(") => {
+            matches!(logical, Some(L::Decimal(t))
+                if d == format!("decimal({},{})", t.precision, t.scale))
+        }
+        _ => false,
+    }
+}
+
+/// An integer annotation (or none, a plain 32-bit integer) whose every value fits a signed
+/// integer of `bits`.
+fn int_fits(logical: Option<&parquet::basic::LogicalType>, bits: i8) -> bool {
+    match logical {
+        None => bits >= 32,
+        Some(parquet::basic::LogicalType::Integer(i)) if i.is_signed => i.bit_width <= bits,
+        Some(parquet::basic::LogicalType::Integer(i)) => i.bit_width < bits,
+        _ => false,
+    }
 }
 
 /// The lowest protocol that reads `schema`: reader 1 / writer 2 without table features,
@@ -147,5 +213,73 @@ mod tests {
                 .unwrap()
                 .contains(&NO_DELTA_VIEW_FEATURE.to_string())
         );
+    }
+
+    /// Every Arrow type the property-test tables use (and the other mapped ones) is stored by
+    /// parquet-rs as a Parquet type Delta readers read as its Delta type; the unmapped ones are
+    /// named.
+    #[test]
+    fn every_mapped_type_is_stored_as_delta_reads_it() {
+        use parquet::arrow::ArrowSchemaConverter;
+        let tz = |t: TimeUnit, z: Option<&str>| DataType::Timestamp(t, z.map(Into::into));
+        let mapped = [
+            (DataType::Int8, "byte"),
+            (DataType::Int16, "short"),
+            (DataType::Int32, "integer"),
+            (DataType::Int64, "long"),
+            (DataType::UInt8, "short"),
+            (DataType::UInt16, "integer"),
+            (DataType::UInt32, "long"),
+            (DataType::Date32, "date"),
+            (tz(TimeUnit::Millisecond, None), "timestamp_ntz"),
+            (tz(TimeUnit::Microsecond, Some("+02:00")), "timestamp"),
+            (tz(TimeUnit::Millisecond, Some("UTC")), "timestamp"),
+            (DataType::Utf8, "string"),
+            (DataType::LargeUtf8, "string"),
+            (DataType::Utf8View, "string"),
+            (DataType::Binary, "binary"),
+            (DataType::LargeBinary, "binary"),
+            (DataType::Boolean, "boolean"),
+            (DataType::Float32, "float"),
+            (DataType::Float64, "double"),
+            (DataType::Decimal128(12, 2), "decimal(12,2)"),
+            (DataType::Decimal128(30, 0), "decimal(30,0)"),
+        ];
+        let fields: Vec<Field> = mapped
+            .iter()
+            .enumerate()
+            .map(|(i, (t, _))| Field::new(format!("c{i}"), t.clone(), true))
+            .collect();
+        let parquet = ArrowSchemaConverter::new()
+            .convert(&Schema::new(fields))
+            .unwrap();
+        for (i, (t, delta)) in mapped.iter().enumerate() {
+            assert_eq!(delta_type(t).as_deref(), Some(*delta), "{t}");
+            assert!(parquet_reads_as(delta, &parquet.column(i)), "{t} as {delta}");
+        }
+        // A wider stored type is never read as a narrower Delta type.
+        let (u32_col, u16_col) = (parquet.column(6), parquet.column(5));
+        assert!(!parquet_reads_as("integer", &u32_col));
+        assert!(!parquet_reads_as("short", &u16_col));
+        assert!(!parquet_reads_as("timestamp", &parquet.column(8)), "ntz as utc");
+        assert!(!parquet_reads_as("string", &parquet.column(14)), "binary as string");
+        let seconds = ArrowSchemaConverter::new()
+            .convert(&Schema::new(vec![Field::new("s", tz(TimeUnit::Second, None), false)]))
+            .unwrap();
+        assert!(!parquet_reads_as("timestamp_ntz", &seconds.column(0)), "plain INT64");
+
+        let unmapped = Schema::new(vec![
+            Field::new("u64", DataType::UInt64, false),
+            Field::new("ns", tz(TimeUnit::Nanosecond, Some("UTC")), false),
+            Field::new("secs", tz(TimeUnit::Second, None), false),
+            Field::new("fsb", DataType::FixedSizeBinary(16), false),
+            Field::new("ok", DataType::Int32, false),
+        ]);
+        let d = delta_schema(&unmapped);
+        let names: Vec<&str> = d.unmapped.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["u64", "ns", "secs", "fsb"]);
+        let message = no_delta_view(&d).unwrap();
+        assert!(message.contains("\"u64\" (UInt64)"), "{message}");
+        assert!(no_delta_view(&delta_schema(&Schema::new(vec![Field::new("ok", DataType::Int32, false)]))).is_none());
     }
 }

@@ -154,7 +154,11 @@ pub(crate) fn object_add(
         size: o.bytes,
         modification_time: modification_time_ms as i64,
         data_change,
-        stats: Some(serde_json::json!({ "numRecords": o.rows }).to_string()),
+        stats: Some(
+            o.delta_stats
+                .clone()
+                .unwrap_or_else(|| serde_json::json!({ "numRecords": o.rows }).to_string()),
+        ),
         tags: Some(tags),
     }
 }

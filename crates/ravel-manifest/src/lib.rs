@@ -86,6 +86,11 @@ pub struct ObjectEntry {
     /// without opening it. A column whose values are all null has no entry.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub ranges: BTreeMap<String, ValueRange>,
+    /// The object's statistics as Delta Lake's `add` carries them (`stats`, JSON text:
+    /// numRecords, minValues, maxValues, nullCount), from its footer. Absent in objects
+    /// written before they were collected, and in spill.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_stats: Option<String>,
 }
 
 /// The smallest and largest non-null value of a column, encoded by [`key_value`].
@@ -415,6 +420,7 @@ mod tests {
             first_key: Some(vec![json!(0.9995817600514193)]),
             last_key: Some(vec![json!(0.9995817600514193)]),
             ranges: BTreeMap::new(),
+            delta_stats: None,
         };
         let back: ObjectEntry =
             serde_json::from_slice(&serde_json::to_vec(&entry).unwrap()).unwrap();

@@ -366,6 +366,7 @@ mod tests {
                     )
                 })
                 .collect(),
+            delta_stats: None,
         }
     }
 

@@ -49,6 +49,7 @@ fn manifest(id: &str, objects: &[&str]) -> Manifest {
                 first_key: None,
                 last_key: None,
                 ranges: BTreeMap::new(),
+                delta_stats: None,
             })
             .collect(),
         blooms: None,
