@@ -57,6 +57,9 @@ pub struct SortedLoadReport {
     pub write: StageTimes,
     pub commit_s: f64,
     pub wall_s: f64,
+    /// Why Delta Lake readers get no view of the table (see [`ravel_log::no_delta_view`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_delta_view: Option<String>,
 }
 
 impl<'a> SortedLoad<'a> {
@@ -136,6 +139,7 @@ impl SortedLoad<'_> {
             write: r.stages,
             commit_s: 0.0,
             wall_s: self.started.elapsed().as_secs_f64(),
+            no_delta_view: r.no_delta_view,
         })
     }
 }
@@ -163,6 +167,7 @@ fn spilled(table: &str, spill: &Prepared) -> SortedLoadReport {
         write: StageTimes::default(),
         commit_s: 0.0,
         wall_s: 0.0,
+        no_delta_view: r.no_delta_view.clone(),
     }
 }
 
@@ -200,7 +205,7 @@ async fn merge_and_publish(
     let committed = Committer::new(store.object_store().clone(), paths)
         .commit(
             &prepared.manifest,
-            ravel_loader::table_configuration(&layout, &prepared.manifest.schema),
+            ravel_loader::table_configuration(layout, &prepared.manifest.schema),
         )
         .await;
     report.commit_s = t.elapsed().as_secs_f64();

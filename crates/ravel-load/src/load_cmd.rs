@@ -233,6 +233,9 @@ pub fn run(args: LoadArgs) -> Result<()> {
             true => println!("{}", serde_json::to_string_pretty(&report)?),
             false => print_sorted(&report),
         }
+        if let Some(why) = &report.no_delta_view {
+            eprintln!("note: {why}");
+        }
     } else {
         let report = crate::runtime()?.block_on(ravel_loader::load_files_with(
             &store,
@@ -248,6 +251,9 @@ pub fn run(args: LoadArgs) -> Result<()> {
         match args.json {
             true => println!("{}", serde_json::to_string_pretty(&report)?),
             false => print_summary(&report, started.elapsed().as_secs_f64()),
+        }
+        if let Some(why) = &report.no_delta_view {
+            eprintln!("note: {why}");
         }
     }
     if let Some(path) = rejects.filter(|p| p.exists() && modified(p) != rejects_before) {

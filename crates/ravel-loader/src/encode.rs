@@ -36,7 +36,11 @@ pub struct EncodeSettings {
 /// The columns whose statistics the Delta `add` of each object of `schema` carries under
 /// `layout`: the first 32 and the layout's sort columns.
 pub fn stats_columns(layout: &Layout, schema: &Schema) -> Vec<usize> {
-    let sort: Vec<&str> = layout.sort_columns().iter().map(|(_, name)| *name).collect();
+    let sort: Vec<&str> = layout
+        .sort_columns()
+        .iter()
+        .map(|(_, name)| *name)
+        .collect();
     ravel_log::stats_columns(schema, &sort)
 }
 

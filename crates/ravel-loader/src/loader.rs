@@ -83,6 +83,10 @@ pub struct LoadReport {
     pub stages: StageTimes,
     pub peak_budget_bytes: u64,
     pub wall_s: f64,
+    /// Why Delta Lake readers get no view of the table: the columns with no Delta type (see
+    /// [`ravel_log::no_delta_view`]). The load is published all the same.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_delta_view: Option<String>,
 }
 
 /// A load's stored objects and manifest, not committed (see [`Loader::prepare`]).
@@ -701,6 +705,10 @@ impl Loader {
             stages: self.stages.clone(),
             peak_budget_bytes: self.budget.peak(),
             wall_s: self.started.elapsed().as_secs_f64(),
+            no_delta_view: self
+                .schema
+                .as_ref()
+                .and_then(|s| ravel_log::no_delta_view(&ravel_log::delta_schema(s))),
         }
     }
 }

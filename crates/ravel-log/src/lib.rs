@@ -41,7 +41,8 @@ pub use schema::{
 };
 pub use snapshot::{ChainOrigin, LiveManifest, LiveObject, LogEntry, Removed, Snapshot};
 pub use stats::{
-    DELTA_INDEXED_COLUMNS, STATS_COLUMNS_PROPERTY, delta_stats, stats_columns, stats_columns_property,
+    DELTA_INDEXED_COLUMNS, STATS_COLUMNS_PROPERTY, delta_stats, stats_columns,
+    stats_columns_property,
 };
 
 use std::collections::BTreeMap;

@@ -255,18 +255,34 @@ mod tests {
             .unwrap();
         for (i, (t, delta)) in mapped.iter().enumerate() {
             assert_eq!(delta_type(t).as_deref(), Some(*delta), "{t}");
-            assert!(parquet_reads_as(delta, &parquet.column(i)), "{t} as {delta}");
+            assert!(
+                parquet_reads_as(delta, &parquet.column(i)),
+                "{t} as {delta}"
+            );
         }
         // A wider stored type is never read as a narrower Delta type.
         let (u32_col, u16_col) = (parquet.column(6), parquet.column(5));
         assert!(!parquet_reads_as("integer", &u32_col));
         assert!(!parquet_reads_as("short", &u16_col));
-        assert!(!parquet_reads_as("timestamp", &parquet.column(8)), "ntz as utc");
-        assert!(!parquet_reads_as("string", &parquet.column(14)), "binary as string");
+        assert!(
+            !parquet_reads_as("timestamp", &parquet.column(8)),
+            "ntz as utc"
+        );
+        assert!(
+            !parquet_reads_as("string", &parquet.column(14)),
+            "binary as string"
+        );
         let seconds = ArrowSchemaConverter::new()
-            .convert(&Schema::new(vec![Field::new("s", tz(TimeUnit::Second, None), false)]))
+            .convert(&Schema::new(vec![Field::new(
+                "s",
+                tz(TimeUnit::Second, None),
+                false,
+            )]))
             .unwrap();
-        assert!(!parquet_reads_as("timestamp_ntz", &seconds.column(0)), "plain INT64");
+        assert!(
+            !parquet_reads_as("timestamp_ntz", &seconds.column(0)),
+            "plain INT64"
+        );
 
         let unmapped = Schema::new(vec![
             Field::new("u64", DataType::UInt64, false),
@@ -280,6 +296,13 @@ mod tests {
         assert_eq!(names, ["u64", "ns", "secs", "fsb"]);
         let message = no_delta_view(&d).unwrap();
         assert!(message.contains("\"u64\" (UInt64)"), "{message}");
-        assert!(no_delta_view(&delta_schema(&Schema::new(vec![Field::new("ok", DataType::Int32, false)]))).is_none());
+        assert!(
+            no_delta_view(&delta_schema(&Schema::new(vec![Field::new(
+                "ok",
+                DataType::Int32,
+                false
+            )])))
+            .is_none()
+        );
     }
 }

@@ -29,9 +29,7 @@ pub const STATS_COLUMNS_PROPERTY: &str = "delta.dataSkippingStatsColumns";
 /// writers index by default) and `also` (the layout's sort columns), in schema order.
 pub fn stats_columns(schema: &Schema, also: &[&str]) -> Vec<usize> {
     (0..schema.fields().len())
-        .filter(|&c| {
-            c < DELTA_INDEXED_COLUMNS || also.contains(&schema.field(c).name().as_str())
-        })
+        .filter(|&c| c < DELTA_INDEXED_COLUMNS || also.contains(&schema.field(c).name().as_str()))
         .collect()
 }
 
@@ -218,13 +216,19 @@ mod tests {
         assert_eq!(v["maxValues"]["d"], 65535);
         assert_eq!(v["minValues"]["t"], "1970-01-01T00:00:00.001Z");
         assert_eq!(v["maxValues"]["t"], "2013-07-15T03:58:47.124Z");
-        assert_eq!((&v["minValues"]["s"], &v["maxValues"]["s"]), (&json!("a"), &json!("b")));
+        assert_eq!(
+            (&v["minValues"]["s"], &v["maxValues"]["s"]),
+            (&json!("a"), &json!("b"))
+        );
         assert_eq!(v["nullCount"]["s"], 1);
         for no_bounds in ["f", "b"] {
             assert!(v["minValues"].get(no_bounds).is_none(), "{no_bounds}");
             assert_eq!(v["nullCount"][no_bounds], 0);
         }
-        assert!(v["nullCount"].get("late").is_none(), "not a statistics column");
+        assert!(
+            v["nullCount"].get("late").is_none(),
+            "not a statistics column"
+        );
     }
 
     #[test]

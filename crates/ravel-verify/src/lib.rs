@@ -12,6 +12,8 @@
 //! The report also measures clustering quality as the **overlap depth**: for sample key points
 //! (the objects' first and last keys), how many objects' key ranges contain each point.
 
+mod delta;
+
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -152,8 +154,16 @@ pub async fn verify(
     let os = store.object_store().clone();
     let log = TableLog::new(os.clone(), paths.clone());
     let history = log.history().await?;
-    let mut violations = check_chain(&history);
+    let (mut violations, replayed) = check_chain(&history);
     let snapshot = log.latest().await?;
+    violations.extend(
+        delta::checkpoint_problems(&snapshot, &replayed)
+            .into_iter()
+            .map(|problem| Violation {
+                object: "the Delta log".into(),
+                problem,
+            }),
+    );
     let live = log.manifests(&snapshot).await?;
     let manifests: Vec<(String, Manifest)> = live
         .iter()
@@ -175,6 +185,8 @@ pub async fn verify(
         violations.extend(listed_twice(&manifests));
     }
     let mut notes = Vec::new();
+    let view = delta::DeltaView::of(&snapshot, live.last().map(|m| m.manifest.schema.as_ref()));
+    notes.extend(view.none.clone());
     let mut layouts_by_generation: BTreeMap<u64, Layout> = BTreeMap::new();
     let mut listed = HashSet::new();
     let mut all: Vec<&ObjectEntry> = Vec::new();
@@ -215,7 +227,18 @@ pub async fn verify(
                 .iter()
                 .map(|(name, per_object)| (name.as_str(), &per_object[live.position]))
                 .collect();
-            check_object(&os, m, &layout, entry, opts.deep, &filters, &mut violations).await;
+            let footer =
+                check_object(&os, m, &layout, entry, opts.deep, &filters, &mut violations).await;
+            if let Some(meta) = footer {
+                let add = paths
+                    .relative(&entry.key)
+                    .and_then(|p| snapshot.files().get(p));
+                let problems = view.problems(add, entry, &m.schema, &meta);
+                violations.extend(problems.into_iter().map(|problem| Violation {
+                    object: entry.key.clone(),
+                    problem,
+                }));
+            }
         }
     }
     let mut removed: HashSet<String> = snapshot
@@ -284,7 +307,7 @@ pub async fn verify(
 
 /// The log's entries, replayed: each has a `commitInfo`; an entry adds only objects the table
 /// does not hold (else their rows would count twice) and removes only objects it holds.
-fn check_chain(history: &[ravel_log::LogEntry]) -> Vec<Violation> {
+fn check_chain(history: &[ravel_log::LogEntry]) -> (Vec<Violation>, ravel_log::Snapshot) {
     let mut out = Vec::new();
     let mut snapshot = ravel_log::Snapshot::default();
     for entry in history {
@@ -324,7 +347,7 @@ fn check_chain(history: &[ravel_log::LogEntry]) -> Vec<Violation> {
         }
         snapshot.apply(entry);
     }
-    out
+    (out, snapshot)
 }
 
 /// The Bloom sidecar manifest `key` names, if it can be read and names one.
@@ -446,6 +469,7 @@ fn check_runs(manifest: &str, m: &Manifest, out: &mut Vec<Violation>) {
     }
 }
 
+/// Checks one object against its manifest and layout; returns its footer when it read.
 async fn check_object(
     store: &Arc<dyn ObjectStore>,
     m: &Manifest,
@@ -454,7 +478,7 @@ async fn check_object(
     deep: bool,
     filters: &[(&str, &ravel_bloom::Filter)],
     out: &mut Vec<Violation>,
-) {
+) -> Option<ParquetMetaData> {
     let mut bad = |problem: String| {
         out.push(Violation {
             object: entry.key.clone(),
@@ -466,11 +490,11 @@ async fn check_object(
         Ok(h) => h,
         Err(object_store::Error::NotFound { .. }) => {
             bad(format!("is missing: manifest {} lists it", m.load_id));
-            return;
+            return None;
         }
         Err(e) => {
             bad(format!("cannot be read: {e}"));
-            return;
+            return None;
         }
     };
     if head.size != entry.bytes {
@@ -483,7 +507,7 @@ async fn check_object(
         Ok(meta) => meta,
         Err(e) => {
             bad(format!("is not a readable Parquet file: {e}"));
-            return;
+            return None;
         }
     };
     for problem in footer_problems(m, layout, entry, &meta) {
@@ -510,6 +534,7 @@ async fn check_object(
             Err(e) => bad(format!("rows cannot be read: {e}")),
         }
     }
+    Some(meta)
 }
 
 /// The load's Bloom sidecar: stored with the recorded size, one section per string column of

@@ -5,6 +5,7 @@ mod cli;
 mod common;
 mod compact;
 mod crash;
+mod delta;
 mod hostile;
 mod query;
 mod versions;
