@@ -188,8 +188,19 @@ impl TableLog {
         )];
         actions.extend(table_changes(base, m, &commit.configuration));
         let now = now_ms();
+        // An input whose rows a bounded step writes back unchanged is the same object (the
+        // same content, the same name): it stays, re-added below with its new tags. Delta
+        // forbids a remove and an add of one path in one version (readers would drop it).
+        let added: HashSet<&str> = m
+            .objects
+            .iter()
+            .map(|o| self.table.relative(&o.key).unwrap_or(&o.key))
+            .collect();
         for path in &commit.removes {
-            actions.push(remove(base, self.table.relative(path).unwrap_or(path), now));
+            let rel = self.table.relative(path).unwrap_or(path);
+            if !added.contains(rel) {
+                actions.push(remove(base, rel, now));
+            }
         }
         let manifest_path = self
             .table

@@ -12,6 +12,12 @@
 //! those manifests; its first commit writes that version as entry 0 (`CONVERT`) and itself as
 //! entry 1.
 //!
+//! Delta Lake readers read every version as it is: each `add` carries Delta `stats` from the
+//! object's footer ([`delta_stats`]), the schema maps each Arrow type to the Delta type readers
+//! read its stored Parquet type as ([`delta_type`], [`parquet_reads_as`]), and a table with a
+//! column Delta has no type for lists a reader feature Delta readers refuse
+//! ([`NO_DELTA_VIEW_FEATURE`], [`no_delta_view`]).
+//!
 //! Conflicts follow Delta's optimistic commits: a commit that finds its version taken reads
 //! the entries that won and tries the next number. A load only adds and never conflicts; a
 //! compaction conflicts when one of its inputs is no longer in the table
@@ -207,28 +213,38 @@ impl TableLog {
     /// The version the newest checkpoint holds, if one can be read (any failure is logged and
     /// the caller replays the whole log instead).
     async fn read_checkpoint(&self) -> Option<Snapshot> {
-        let last = match get(self.store.as_ref(), &self.last_checkpoint_path()).await {
-            Ok(bytes) => serde_json::from_slice::<LastCheckpoint>(&bytes).ok()?,
-            Err(_) => return None,
-        };
-        let read = async {
-            let bytes = get(self.store.as_ref(), &self.checkpoint_path(last.version)).await?;
-            decode_checkpoint(bytes)
-        };
-        match read.await {
-            Ok(actions) => {
-                let mut s = Snapshot::default();
-                s.apply(&LogEntry {
-                    version: last.version,
-                    actions,
-                });
-                Some(s)
-            }
+        match self.newest_checkpoint().await {
+            Ok(s) => s,
             Err(e) => {
-                tracing::warn!(version = last.version, error = %e, "the checkpoint could not be read; replaying the log");
+                tracing::warn!(error = %e, "the checkpoint could not be read; replaying the log");
                 None
             }
         }
+    }
+
+    /// The version the checkpoint `_last_checkpoint` names holds, as Delta readers start from
+    /// it: `None` when there is no `_last_checkpoint`, an error when it or its checkpoint does
+    /// not read.
+    pub async fn newest_checkpoint(&self) -> Result<Option<Snapshot>, LogError> {
+        let path = self.last_checkpoint_path();
+        let last = match get(self.store.as_ref(), &path).await {
+            Ok(bytes) => serde_json::from_slice::<LastCheckpoint>(&bytes)
+                .map_err(|e| LogError::Checkpoint(format!("{path} does not read: {e}")))?,
+            Err(LogError::Store {
+                source: object_store::Error::NotFound { .. },
+                ..
+            }) => {
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        let bytes = get(self.store.as_ref(), &self.checkpoint_path(last.version)).await?;
+        let mut s = Snapshot::default();
+        s.apply(&LogEntry {
+            version: last.version,
+            actions: decode_checkpoint(bytes)?,
+        });
+        Ok(Some(s))
     }
 
     /// Writes the checkpoint of `snapshot`'s version and points `_last_checkpoint` to it.

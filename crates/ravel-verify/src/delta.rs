@@ -14,30 +14,48 @@ use serde_json::Value;
 pub(crate) struct DeltaView {
     /// Delta type of each column (by name), from the newest `metaData`.
     types: BTreeMap<String, String>,
-    /// Why readers get no view (a column with no Delta type); then types are not checked.
+    /// The protocol lists [`ravel_log::NO_DELTA_VIEW_FEATURE`]: readers refuse the table, and
+    /// its types are not checked.
+    refused: bool,
+    /// Why the table has no view (a column with no Delta type), from its newest schema.
     pub none: Option<String>,
 }
 
 impl DeltaView {
-    pub fn of(snapshot: &Snapshot, schema: Option<&Schema>) -> DeltaView {
-        let types = snapshot
+    /// The view of `snapshot`, whose newest objects have `schema`; `None` for a table with no
+    /// Delta metadata yet (written before the log: its next commit writes it).
+    pub fn of(snapshot: &Snapshot, schema: Option<&Schema>) -> Option<DeltaView> {
+        let meta = snapshot
             .metadata
             .as_ref()
-            .and_then(|m| serde_json::from_str::<Value>(&m.schema_string).ok())
-            .and_then(|s| {
-                let fields = s["fields"].as_array()?;
-                Some(
-                    fields
-                        .iter()
-                        .filter_map(|f| {
-                            Some((f["name"].as_str()?.into(), f["type"].as_str()?.into()))
-                        })
-                        .collect(),
-                )
-            })
-            .unwrap_or_default();
+            .filter(|_| !snapshot.from_manifests)?;
+        let parsed: Value = serde_json::from_str(&meta.schema_string).ok()?;
+        let types = parsed["fields"]
+            .as_array()?
+            .iter()
+            .filter_map(|f| Some((f["name"].as_str()?.into(), f["type"].as_str()?.into())))
+            .collect();
+        let refused = snapshot
+            .protocol
+            .as_ref()
+            .and_then(|p| p.reader_features.as_ref())
+            .is_some_and(|f| f.iter().any(|f| f == ravel_log::NO_DELTA_VIEW_FEATURE));
         let none = schema.and_then(|s| ravel_log::no_delta_view(&ravel_log::delta_schema(s)));
-        DeltaView { types, none }
+        Some(DeltaView {
+            types,
+            refused,
+            none,
+        })
+    }
+
+    /// A table with a column Delta has no type for whose protocol does not say so (written by
+    /// an older build): Delta readers may read wrong values until the next commit.
+    pub fn protocol_problem(&self) -> Option<String> {
+        let why = self.none.as_ref().filter(|_| !self.refused)?;
+        Some(format!(
+            "the log's protocol does not list reader feature {}, though {why}",
+            ravel_log::NO_DELTA_VIEW_FEATURE
+        ))
     }
 
     /// What the object's `add` and footer say against each other and against the Delta
@@ -72,39 +90,11 @@ impl DeltaView {
                 stats["numRecords"]
             ));
         }
-        out.extend(self.stats_problems(&stats, schema, meta));
-        if self.none.is_none() {
+        out.extend(stats_problems(&stats, schema, meta));
+        if !self.refused {
             out.extend(self.type_problems(meta));
         }
         out
-    }
-
-    /// The `add`'s statistics against those of the footer, for the columns it names.
-    fn stats_problems(
-        &self,
-        stats: &Value,
-        schema: &Schema,
-        meta: &ParquetMetaData,
-    ) -> Vec<String> {
-        let Some(named) = stats["nullCount"].as_object() else {
-            return Vec::new(); // written before statistics were collected: numRecords only
-        };
-        let columns: Vec<usize> = named
-            .keys()
-            .filter_map(|name| schema.index_of(name).ok())
-            .collect();
-        let footer: Value = serde_json::from_str(&ravel_log::delta_stats(meta, schema, &columns))
-            .unwrap_or_default();
-        ["minValues", "maxValues", "nullCount"]
-            .into_iter()
-            .filter(|part| stats[part] != footer[part])
-            .map(|part| {
-                format!(
-                    "its Delta `add` has {part} {}, the footer gives {}",
-                    stats[part], footer[part]
-                )
-            })
-            .collect()
     }
 
     /// Each column's Parquet type against its Delta type.
@@ -129,30 +119,86 @@ impl DeltaView {
     }
 }
 
+/// The `add`'s statistics against those of the footer, for the columns it names: null counts
+/// equal, its minimum no larger and its maximum no smaller than the footer's (bounds, as Delta
+/// asks, whatever build wrote them).
+fn stats_problems(stats: &Value, schema: &Schema, meta: &ParquetMetaData) -> Vec<String> {
+    let Some(named) = stats["nullCount"].as_object() else {
+        return Vec::new(); // written before statistics were collected: numRecords only
+    };
+    let columns: Vec<usize> = named
+        .keys()
+        .filter_map(|name| schema.index_of(name).ok())
+        .collect();
+    let footer: Value =
+        serde_json::from_str(&ravel_log::delta_stats(meta, schema, &columns)).unwrap_or_default();
+    let mut out = Vec::new();
+    for (name, n) in named {
+        if footer["nullCount"].get(name).is_some_and(|f| f != n) {
+            out.push(format!(
+                "its Delta `add` says {n} nulls in {name:?}, the footer {}",
+                footer["nullCount"][name]
+            ));
+        }
+    }
+    for (part, larger_is_wrong) in [("minValues", true), ("maxValues", false)] {
+        let Some(bounds) = stats[part].as_object() else {
+            continue;
+        };
+        for (name, bound) in bounds {
+            let Some(value) = footer[part].get(name) else {
+                continue;
+            };
+            let wrong = match larger_is_wrong {
+                true => less(value, bound),
+                false => less(bound, value),
+            };
+            if wrong {
+                out.push(format!(
+                    "its Delta `add` has {part} {bound} for {name:?}, past the footer's {value}"
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// `a < b` for two statistics of one column: numbers, or text (ISO dates and times compare as
+/// text).
+fn less(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+            (Some(x), Some(y)) => x < y,
+            _ => x.as_f64() < y.as_f64(),
+        },
+        (Value::String(x), Value::String(y)) => x < y,
+        _ => false,
+    }
+}
+
 /// Where the snapshot readers build from the newest checkpoint differs from a replay of every
-/// log entry: the objects one holds and the other does not.
+/// log entry: objects one holds and the other does not, or holds with other actions.
 pub(crate) fn checkpoint_problems(newest: &Snapshot, replayed: &Snapshot) -> Vec<String> {
     if newest.from_manifests || newest.version != replayed.version {
         return Vec::new();
     }
-    let only = |a: &Snapshot, b: &Snapshot| -> Vec<String> {
-        a.files()
-            .keys()
-            .filter(|k| !b.files().contains_key(*k))
-            .cloned()
-            .collect()
-    };
-    let (extra, missing) = (only(newest, replayed), only(replayed, newest));
+    let (a, b) = (newest.files(), replayed.files());
+    let differ: Vec<&String> = a
+        .iter()
+        .filter(|(path, add)| b.get(*path) != Some(*add))
+        .map(|(path, _)| path)
+        .chain(b.keys().filter(|path| !a.contains_key(*path)))
+        .collect();
     let mut out = Vec::new();
-    if !extra.is_empty() {
+    if !differ.is_empty() {
         out.push(format!(
-            "read from its checkpoint, version {:?} holds objects a replay of the log does not: {extra:?}",
+            "read from its checkpoint, version {:?} differs from a replay of the log in {differ:?}",
             newest.version
         ));
     }
-    if !missing.is_empty() {
+    if newest.protocol != replayed.protocol || newest.metadata != replayed.metadata {
         out.push(format!(
-            "read from its checkpoint, version {:?} lacks objects a replay of the log holds: {missing:?}",
+            "read from its checkpoint, version {:?} has another protocol or metaData than a replay of the log",
             newest.version
         ));
     }

@@ -156,14 +156,23 @@ pub async fn verify(
     let history = log.history().await?;
     let (mut violations, replayed) = check_chain(&history);
     let snapshot = log.latest().await?;
-    violations.extend(
-        delta::checkpoint_problems(&snapshot, &replayed)
-            .into_iter()
-            .map(|problem| Violation {
-                object: "the Delta log".into(),
-                problem,
-            }),
-    );
+    let checkpoint = match log.newest_checkpoint().await {
+        Ok(Some(mut from)) => log
+            .catch_up(&mut from)
+            .await
+            .map(|_| delta::checkpoint_problems(&from, &replayed)),
+        Ok(None) => Ok(Vec::new()),
+        Err(e) => Err(e),
+    };
+    let checkpoint = checkpoint.unwrap_or_else(|e| {
+        vec![format!(
+            "the newest checkpoint does not read ({e}): Delta readers start there"
+        )]
+    });
+    violations.extend(checkpoint.into_iter().map(|problem| Violation {
+        object: "the Delta log".into(),
+        problem,
+    }));
     let live = log.manifests(&snapshot).await?;
     let manifests: Vec<(String, Manifest)> = live
         .iter()
@@ -186,7 +195,13 @@ pub async fn verify(
     }
     let mut notes = Vec::new();
     let view = delta::DeltaView::of(&snapshot, live.last().map(|m| m.manifest.schema.as_ref()));
-    notes.extend(view.none.clone());
+    if let Some(view) = &view {
+        notes.extend(view.none.clone());
+        violations.extend(view.protocol_problem().map(|problem| Violation {
+            object: "the Delta log".into(),
+            problem,
+        }));
+    }
     let mut layouts_by_generation: BTreeMap<u64, Layout> = BTreeMap::new();
     let mut listed = HashSet::new();
     let mut all: Vec<&ObjectEntry> = Vec::new();
@@ -229,7 +244,7 @@ pub async fn verify(
                 .collect();
             let footer =
                 check_object(&os, m, &layout, entry, opts.deep, &filters, &mut violations).await;
-            if let Some(meta) = footer {
+            if let (Some(meta), Some(view)) = (footer, &view) {
                 let add = paths
                     .relative(&entry.key)
                     .and_then(|p| snapshot.files().get(p));
@@ -332,10 +347,18 @@ fn check_chain(history: &[ravel_log::LogEntry]) -> (Vec<Violation>, ravel_log::S
                     problem: format!("removes {}, which the table does not hold", r.path),
                 });
             }
-            if let Some(add) = &a.add
-                && snapshot.holds(&add.path)
-                && !removes.contains(add.path.as_str())
-            {
+            let Some(add) = &a.add else { continue };
+            if removes.contains(add.path.as_str()) {
+                out.push(Violation {
+                    object: name.clone(),
+                    problem: format!(
+                        "removes and adds {} in one entry: Delta readers drop it",
+                        add.path
+                    ),
+                });
+            } else if snapshot.holds(&add.path) && add.data_change {
+                // A compaction re-adds an object it writes back unchanged (dataChange=false):
+                // one file per path, its tags replaced.
                 out.push(Violation {
                     object: name.clone(),
                     problem: format!(

@@ -17,6 +17,7 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType, Field, Int32Type, Int64Type, Schema};
 use delta_kernel::engine::arrow_data::ArrowEngineData;
+use delta_kernel::expressions::{Expression, Predicate};
 use delta_kernel_default_engine::DefaultEngineBuilder;
 use object_store::ObjectStore;
 use ravel_testkit::S3Server;
@@ -32,16 +33,22 @@ struct Answers {
     rows: u64,
     /// `SUM(UserID % 1000)`.
     sum: i64,
-    /// `COUNT(*) WHERE CounterID < 100`.
+    /// `COUNT(*) WHERE CounterID < 100`, from the rows of the objects a scan with that
+    /// predicate kept.
     filtered: u64,
+    /// Rows of the objects that scan kept (fewer than `rows`: the statistics skip).
+    scanned: u64,
 }
 
 /// Columns `columns` of the newest version of the table at `url` in `store` (rooted at the
-/// URL's root), as the Delta kernel's scan reads them.
-fn delta_read(
+/// URL's root), as the Delta kernel's scan reads them; with `predicate`, from the objects whose
+/// Delta statistics do not exclude it (the kernel skips by them, and returns those objects'
+/// rows whole).
+fn delta_scan(
     store: Arc<dyn ObjectStore>,
     url: &Url,
     columns: &[&str],
+    predicate: Option<Predicate>,
 ) -> Result<Vec<RecordBatch>, String> {
     let engine = Arc::new(DefaultEngineBuilder::new(store).build());
     let snapshot = delta_kernel::Snapshot::builder_for(url.as_str())
@@ -54,6 +61,7 @@ fn delta_read(
     let scan = snapshot
         .scan_builder()
         .with_schema(schema)
+        .with_predicate(predicate.map(Arc::new))
         .build()
         .map_err(|e| e.to_string())?;
     scan.execute(engine)
@@ -64,6 +72,22 @@ fn delta_read(
             Ok(arrow.record_batch().clone())
         })
         .collect()
+}
+
+fn delta_read(
+    store: Arc<dyn ObjectStore>,
+    url: &Url,
+    columns: &[&str],
+) -> Result<Vec<RecordBatch>, String> {
+    delta_scan(store, url, columns, None)
+}
+
+/// `CounterID < 100`.
+fn small_counters() -> Predicate {
+    Predicate::lt(
+        Expression::column(["CounterID"]),
+        Expression::literal(100i32),
+    )
 }
 
 /// delta-rs's log store over a store given to it, for `s3://` tables (delta-rs's own S3 support
@@ -110,15 +134,19 @@ fn delta_rs(store: Arc<dyn ObjectStore>, root: &Url, url: &Url) -> (u64, usize) 
 /// The newest version's answers: version and files from delta-rs, rows from the kernel.
 fn answers(store: Arc<dyn ObjectStore>, root: &Url, url: &Url) -> Answers {
     let (version, files) = delta_rs(store.clone(), root, url);
-    let batches = delta_read(store, url, &["UserID", "CounterID"]).unwrap();
-    let (mut rows, mut sum, mut filtered) = (0u64, 0i64, 0u64);
-    for b in &batches {
+    let columns = ["UserID", "CounterID"];
+    let (mut rows, mut sum) = (0u64, 0i64);
+    for b in &delta_read(store.clone(), url, &columns).unwrap() {
         rows += b.num_rows() as u64;
         let users = b
             .column_by_name("UserID")
             .unwrap()
             .as_primitive::<Int64Type>();
         sum += users.iter().flatten().map(|u| u % 1000).sum::<i64>();
+    }
+    let (mut scanned, mut filtered) = (0u64, 0u64);
+    for b in &delta_scan(store, url, &columns, Some(small_counters())).unwrap() {
+        scanned += b.num_rows() as u64;
         let counters = b
             .column_by_name("CounterID")
             .unwrap()
@@ -131,6 +159,7 @@ fn answers(store: Arc<dyn ObjectStore>, root: &Url, url: &Url) -> Answers {
         rows,
         sum,
         filtered,
+        scanned,
     }
 }
 
@@ -189,6 +218,10 @@ fn agree(store: &str, dir: &Path) -> Answers {
         ravel_answers(store),
         "{delta:?}"
     );
+    assert!(
+        delta.scanned < delta.rows,
+        "the statistics skip objects: {delta:?}"
+    );
     let verified = json(&format!("verify --store {store} --table hits --json"));
     assert_eq!(verified["violations"], serde_json::json!([]), "{verified}");
     assert_eq!(verified["version"], delta.version, "{verified}");
@@ -214,11 +247,18 @@ fn delta_readers_read_every_version_as_ravel_does() {
     let second = agree(&store, dir.path());
     assert_eq!((second.rows, second.version), (11_000, first.version + 1));
 
+    // Key ranges first, one version each (rows past a range's ends are written back), then
+    // the rest.
+    ok(&format!(
+        "compact --store {store} --table hits --object-bytes 60000 --max-input-bytes 250000"
+    ));
+    let stepped = agree(&store, dir.path());
+    assert!(stepped.version > second.version + 1, "{stepped:?}");
     ok(&format!(
         "compact --store {store} --table hits --object-bytes 60000"
     ));
     let compacted = agree(&store, dir.path());
-    assert_eq!(compacted.version, second.version + 1);
+    assert!(compacted.version >= stepped.version);
     assert_eq!((compacted.rows, compacted.sum), (second.rows, second.sum));
 
     ok(&format!("gc --store {store} --table hits --older-than 0s"));
@@ -440,4 +480,54 @@ fn a_load_killed_before_its_log_entry_leaves_the_delta_view_at_the_version_befor
     common::succeeds(run(&args));
     let after = answers(os, &root, &table);
     assert_eq!((after.rows, after.version), (5_000, before.version + 1));
+}
+
+/// verify reads the Delta view as readers do: an `add` whose statistics exclude rows its object
+/// holds, and a checkpoint that does not read, are violations.
+#[test]
+fn verify_finds_a_delta_view_that_misleads_readers() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = hits_store(dir.path());
+    let input = generated(dir.path(), "a.parquet", 3_000, 9);
+    ok(&format!(
+        "load --store {store} --table hits --input {input} --object-bytes 60000"
+    ));
+    let log = dir.path().join("store/hits/_delta_log");
+    let entry = log.join(format!("{:020}.json", 0));
+    let text = std::fs::read_to_string(&entry).unwrap();
+    // The first object's CounterID minimum, raised past its rows.
+    let tampered: Vec<String> = text
+        .lines()
+        .map(|line| {
+            let mut action: serde_json::Value = serde_json::from_str(line).unwrap();
+            if let Some(stats) = action["add"]["stats"].as_str() {
+                let mut stats: serde_json::Value = serde_json::from_str(stats).unwrap();
+                stats["minValues"]["CounterID"] = serde_json::json!(i32::MAX);
+                action["add"]["stats"] = serde_json::json!(stats.to_string());
+            }
+            action.to_string()
+        })
+        .collect();
+    std::fs::write(&entry, tampered.join("\n") + "\n").unwrap();
+    let out = common::command(&format!("verify --store {store} --table hits --json"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        report["violations"].to_string().contains("minValues"),
+        "{report}"
+    );
+    std::fs::write(&entry, text).unwrap();
+
+    std::fs::write(log.join("_last_checkpoint"), r#"{"version":0,"size":1}"#).unwrap();
+    let out = common::command(&format!("verify --store {store} --table hits --json"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        report["violations"].to_string().contains("checkpoint"),
+        "{report}"
+    );
 }
