@@ -482,6 +482,16 @@ fn a_load_killed_before_its_log_entry_leaves_the_delta_view_at_the_version_befor
     assert_eq!((after.rows, after.version), (5_000, before.version + 1));
 }
 
+/// `verify` of table `hits` exits 1 with a violation that mentions `what`.
+fn verify_fails_naming(store: &str, what: &str) {
+    let out = common::command(&format!("verify --store {store} --table hits --json"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["violations"].to_string().contains(what), "{report}");
+}
+
 /// verify reads the Delta view as readers do: an `add` whose statistics exclude rows its object
 /// holds, and a checkpoint that does not read, are violations.
 #[test]
@@ -509,25 +519,9 @@ fn verify_finds_a_delta_view_that_misleads_readers() {
         })
         .collect();
     std::fs::write(&entry, tampered.join("\n") + "\n").unwrap();
-    let out = common::command(&format!("verify --store {store} --table hits --json"))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(
-        report["violations"].to_string().contains("minValues"),
-        "{report}"
-    );
+    verify_fails_naming(&store, "minValues");
     std::fs::write(&entry, text).unwrap();
 
     std::fs::write(log.join("_last_checkpoint"), r#"{"version":0,"size":1}"#).unwrap();
-    let out = common::command(&format!("verify --store {store} --table hits --json"))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(
-        report["violations"].to_string().contains("checkpoint"),
-        "{report}"
-    );
+    verify_fails_naming(&store, "checkpoint");
 }
