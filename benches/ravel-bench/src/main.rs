@@ -4,6 +4,7 @@
 //! processes (wall time and the kernel's peak RSS of each), so any two builds compare.
 
 mod ab;
+mod chart;
 mod compare;
 mod exec;
 mod machine;
@@ -60,6 +61,11 @@ enum Cmd {
     /// Run two builds interleaved (A B A B …) on the same data; per-step ratios B/A with
     /// min/median/max.
     Ab(AbArgs),
+    /// Run the steps and peers once per input size (`run` at each), keeping the generated
+    /// inputs for later commands, and draw the scaling chart of every result in the directory.
+    Scale(ScaleArgs),
+    /// Draw the scaling chart (rows/s and peak RSS against rows) of results at several sizes.
+    Chart(ChartArgs),
     /// Write the rows of a Parquet file sorted by the hits clustering key (the input of
     /// `load-presorted`; `run` and `ab` call it as a child process so that their own memory
     /// stays small: a child's peak RSS counts its parent's at the fork).
@@ -90,9 +96,6 @@ enum Cmd {
 
 #[derive(Args, Clone)]
 struct DataArgs {
-    /// Rows to generate (hits, raw convention).
-    #[arg(long, default_value_t = 2_000_000)]
-    rows: u64,
     /// Generator seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -106,7 +109,8 @@ struct DataArgs {
     #[arg(long = "load-arg", allow_hyphen_values = true)]
     load_args: Vec<String>,
     /// Working directory (default: a new directory in the system's temp dir, removed at the
-    /// end).
+    /// end). A kept directory's generated input is reused by a later command with the same
+    /// rows and seed.
     #[arg(long)]
     dir: Option<PathBuf>,
     /// Keep the working directory.
@@ -119,14 +123,53 @@ struct DataArgs {
 
 #[derive(Args)]
 struct RunArgs {
+    /// Rows to generate (hits, raw convention).
+    #[arg(long, default_value_t = 2_000_000)]
+    rows: u64,
     #[command(flatten)]
     data: DataArgs,
-    /// The ravel-load binary (default: the one beside this ravel-bench).
-    #[arg(long)]
-    bin: Option<PathBuf>,
+    #[command(flatten)]
+    opts: RunOpts,
     /// Where to write the JSON result.
     #[arg(long)]
     out: PathBuf,
+}
+
+#[derive(Args)]
+struct ScaleArgs {
+    /// Input sizes in rows, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "2000000,10000000,20000000,100000000"
+    )]
+    sizes: Vec<u64>,
+    #[command(flatten)]
+    data: DataArgs,
+    #[command(flatten)]
+    opts: RunOpts,
+    /// Directory of the results (`scale-<rows>.json`), the chart (`scale.svg`) and, under
+    /// `rows-<rows>/`, the generated inputs (kept; the tables are removed after each size).
+    #[arg(long)]
+    out_dir: PathBuf,
+}
+
+#[derive(Args)]
+struct ChartArgs {
+    /// Results of `run` or `scale`, one per input size.
+    #[arg(required = true)]
+    results: Vec<PathBuf>,
+    /// The SVG to write.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+/// How `run` and `scale` run the steps: the build, the repeats and the peers.
+#[derive(Args)]
+struct RunOpts {
+    /// The ravel-load binary (default: the one beside this ravel-bench).
+    #[arg(long)]
+    bin: Option<PathBuf>,
     /// Times to run the steps (and peers); repeats let `compare` estimate the noise band.
     #[arg(long, default_value_t = 1)]
     repeat: usize,
@@ -154,6 +197,9 @@ struct CompareArgs {
 
 #[derive(Args)]
 struct AbArgs {
+    /// Rows to generate (hits, raw convention).
+    #[arg(long, default_value_t = 2_000_000)]
+    rows: u64,
     #[command(flatten)]
     data: DataArgs,
     /// Build A (the base).
@@ -183,6 +229,15 @@ fn main() -> Result<()> {
             Ok(())
         }
         Cmd::Ab(a) => ab(a),
+        Cmd::Scale(a) => scale(a),
+        Cmd::Chart(a) => {
+            let results = a
+                .results
+                .iter()
+                .map(|p| BenchResult::read(p))
+                .collect::<Result<Vec<_>>>()?;
+            draw_chart(&results, &a.out)
+        }
         Cmd::Presort { input, out, memory } => presort::presort(&input, &out, memory),
         Cmd::ClusterGain {
             rows,
@@ -264,17 +319,53 @@ fn step_line(s: &Step) -> String {
     line
 }
 
-/// Generates the data with `gen_bin` and writes the presorted copy.
+/// What generated `hits.parquet` in a working directory, written beside it once it is
+/// complete: a later command with the same rows and seed reuses the file.
+#[derive(serde::Serialize, serde::Deserialize, PartialEq)]
+struct Generated {
+    rows: u64,
+    seed: u64,
+}
+
+/// The generated input in `dir`: reused when its marker says it has `rows` rows of `seed`
+/// (no `gen` step then), generated with `gen_bin` otherwise.
+fn generated_input(gen_bin: &Path, rows: u64, seed: u64, dir: &Path) -> Result<Option<Step>> {
+    let input = dir.join("hits.parquet");
+    let marker = dir.join("hits.gen.json");
+    let want = Generated { rows, seed };
+    let have: Option<Generated> = std::fs::read(&marker)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    if have.as_ref() == Some(&want) && input.is_file() {
+        eprintln!(
+            "gen: reusing {} ({rows} rows, seed {seed})",
+            input.display()
+        );
+        return Ok(None);
+    }
+    let _ = std::fs::remove_file(&marker);
+    let gen_step = steps::generate(gen_bin, rows, seed, &input)?;
+    eprintln!("{}", step_line(&gen_step));
+    std::fs::write(&marker, serde_json::to_vec(&want)?)
+        .with_context(|| format!("writing {}", marker.display()))?;
+    Ok(Some(gen_step))
+}
+
+/// Generates the data with `gen_bin` (or reuses it) and writes the presorted copy.
 fn prepare(
     data: &DataArgs,
+    rows: u64,
     dir: &Path,
     gen_bin: &Path,
     peers: (Vec<String>, PathBuf, String),
-) -> Result<(Workload, Step, std::collections::BTreeMap<String, f64>)> {
+) -> Result<(
+    Workload,
+    Option<Step>,
+    std::collections::BTreeMap<String, f64>,
+)> {
     let input = dir.join("hits.parquet");
     let presorted = dir.join("hits-presorted.parquet");
-    let gen_step = steps::generate(gen_bin, data.rows, data.seed, &input)?;
-    eprintln!("{}", step_line(&gen_step));
+    let gen_step = generated_input(gen_bin, rows, data.seed, dir)?;
     let mut steps: Vec<StepName> = if data.steps.is_empty() {
         StepName::DEFAULT.to_vec()
     } else {
@@ -318,13 +409,14 @@ fn prepare(
             dir: dir.to_path_buf(),
             input,
             presorted,
-            rows: data.rows,
+            rows,
             steps,
             queries: data.queries.canonicalize().unwrap_or(data.queries.clone()),
             load_args: data.load_args.clone(),
             peers,
             peers_py,
             python,
+            drop_tables: false,
         },
         gen_step,
         prep,
@@ -343,8 +435,17 @@ fn flags(w: &Workload, seed: u64) -> Flags {
 }
 
 fn run(args: RunArgs) -> Result<()> {
-    let bin = match args.bin {
-        Some(b) => b,
+    let result = run_steps(&args.data, args.rows, &args.opts, false)?;
+    result.write(&args.out)?;
+    print!("{}", result::summary(&result));
+    eprintln!("wrote {}", args.out.display());
+    check_steps(&[("", &result.runs)])
+}
+
+/// Generates `rows` rows (or reuses them) and runs the steps and peers `opts.repeat` times.
+fn run_steps(data: &DataArgs, rows: u64, opts: &RunOpts, drop_tables: bool) -> Result<BenchResult> {
+    let bin = match &opts.bin {
+        Some(b) => b.clone(),
         None => std::env::current_exe()?.with_file_name("ravel-load"),
     };
     let build = build_of(&bin)?;
@@ -354,39 +455,88 @@ fn run(args: RunArgs) -> Result<()> {
         "{} · {} cores · {} kB · {}",
         build.version, machine.cores, machine.mem_total_kb, machine.cpu_model
     );
-    let dir = work_dir(&args.data)?;
-    let (w, gen_step, prep) = prepare(
-        &args.data,
-        &dir.path,
-        &bin,
-        (
-            args.peers.clone(),
-            args.peers_py.clone(),
-            args.python.clone(),
-        ),
-    )?;
+    let dir = work_dir(data)?;
+    let peers = (
+        opts.peers.clone(),
+        opts.peers_py.clone(),
+        opts.python.clone(),
+    );
+    let (mut w, gen_step, prep) = prepare(data, rows, &dir.path, &bin, peers)?;
+    w.drop_tables = drop_tables;
     let mut runs = Vec::new();
-    for i in 0..args.repeat.max(1) {
-        eprintln!("run {}/{}", i + 1, args.repeat.max(1));
+    for i in 0..opts.repeat.max(1) {
+        eprintln!("run {}/{}", i + 1, opts.repeat.max(1));
         let mut r = steps::run(&w, &bin, &mut |s| eprintln!("{}", step_line(s)));
-        if i == 0 {
-            r.steps.insert(0, gen_step.clone());
+        if i == 0
+            && let Some(g) = &gen_step
+        {
+            r.steps.insert(0, g.clone());
         }
         runs.push(r);
     }
-    let result = BenchResult {
+    Ok(BenchResult {
         format: FORMAT.into(),
         started,
         build,
         machine,
-        flags: flags(&w, args.data.seed),
+        flags: flags(&w, data.seed),
         prep,
         runs,
+    })
+}
+
+/// `run` at each size into `out_dir`, then the chart of every result there.
+fn scale(args: ScaleArgs) -> Result<()> {
+    std::fs::create_dir_all(&args.out_dir)
+        .with_context(|| format!("creating {}", args.out_dir.display()))?;
+    let mut failures = Vec::new();
+    for &rows in &args.sizes {
+        let dir = args.out_dir.join(format!("rows-{rows}"));
+        let data = DataArgs {
+            dir: Some(dir.clone()),
+            ..args.data.clone()
+        };
+        // The tables of a size are removed once measured; the inputs are kept.
+        let result = run_steps(&data, rows, &args.opts, true)?;
+        let out = args.out_dir.join(format!("scale-{rows}.json"));
+        result.write(&out)?;
+        eprintln!("wrote {}", out.display());
+        if let Err(e) = check_steps(&[("", &result.runs)]) {
+            failures.push(format!("{rows} rows: {e:#}"));
+        }
+    }
+    let results = scale_results(&args.out_dir)?;
+    draw_chart(&results, &args.out_dir.join("scale.svg"))?;
+    if !failures.is_empty() {
+        bail!("{}", failures.join("; "));
+    }
+    Ok(())
+}
+
+/// Every `scale-<rows>.json` in `dir`.
+fn scale_results(dir: &Path) -> Result<Vec<BenchResult>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir)?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("scale-") && name.ends_with(".json") {
+            out.push(BenchResult::read(&entry.path())?);
+        }
+    }
+    Ok(out)
+}
+
+/// Writes the scaling chart of `results` to `out` and prints its figures as a table.
+fn draw_chart(results: &[BenchResult], out: &Path) -> Result<()> {
+    let series = chart::series(results);
+    let title = match results.first() {
+        Some(r) => format!("{} · {} cores", r.build.version, r.machine.cores),
+        None => bail!("no results to chart"),
     };
-    result.write(&args.out)?;
-    print!("{}", result::summary(&result));
-    eprintln!("wrote {}", args.out.display());
-    check_steps(&[("", &result.runs)])
+    std::fs::write(out, chart::svg(&series, &title)?)
+        .with_context(|| format!("writing {}", out.display()))?;
+    print!("{}", chart::table(&series));
+    eprintln!("wrote {}", out.display());
+    Ok(())
 }
 
 /// An error naming every step (peers aside) that failed in `runs`, labelled by build.
@@ -419,6 +569,7 @@ B: {}",
     // A generates the data both builds load.
     let (w, gen_step, prep) = prepare(
         &args.data,
+        args.rows,
         &dir.path,
         &args.a,
         (Vec::new(), PathBuf::new(), String::new()),
@@ -439,8 +590,8 @@ B: {}",
     let failures = check_steps(&[("A ", &runs_a), ("B ", &runs_b)]);
     if let Some(out) = &args.out {
         let result = |build: Build, mut runs: Vec<result::Run>| {
-            if let Some(r) = runs.first_mut() {
-                r.steps.insert(0, gen_step.clone());
+            if let (Some(r), Some(g)) = (runs.first_mut(), &gen_step) {
+                r.steps.insert(0, g.clone());
             }
             BenchResult {
                 format: FORMAT.into(),

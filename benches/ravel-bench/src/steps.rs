@@ -73,6 +73,9 @@ pub struct Workload {
     pub peers: Vec<String>,
     pub peers_py: PathBuf,
     pub python: String,
+    /// Remove the tables once the steps are measured, before the peers run (their disk then
+    /// goes to the peers' spill and output).
+    pub drop_tables: bool,
 }
 
 const TABLE: &str = "hits";
@@ -576,6 +579,11 @@ pub fn run(w: &Workload, bin: &Path, progress: &mut dyn FnMut(&Step)) -> Run {
             }
         };
         push(&mut run, result.unwrap_or_else(|e| failed(name, e)));
+    }
+    if w.drop_tables {
+        for s in ["load", "presorted", "unclustered", "load-compact"] {
+            let _ = std::fs::remove_dir_all(store(s));
+        }
     }
     let load_step = run
         .steps
