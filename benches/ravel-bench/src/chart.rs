@@ -94,6 +94,11 @@ fn legend(s: &Series) -> String {
     format!("{} (failed at {})", s.name, at.join(", "))
 }
 
+/// A plotters error (generic over its backend's) as this crate's.
+fn drawing<E: std::fmt::Display>(e: E) -> anyhow::Error {
+    anyhow!("drawing the chart: {e}")
+}
+
 /// What a panel shows: its caption, its value of a point, how it labels values and where its
 /// legend goes (where the lines are not).
 struct Panel {
@@ -128,7 +133,7 @@ where
         .x_label_area_size(40)
         .y_label_area_size(60)
         .build_cartesian_2d(x, 0.0..top)
-        .map_err(|e| anyhow!("{e}"))?;
+        .map_err(drawing)?;
     chart
         .configure_mesh()
         .x_desc("rows (log scale)")
@@ -136,20 +141,20 @@ where
         .y_label_formatter(&|v| (p.label)(*v))
         .max_light_lines(0)
         .draw()
-        .map_err(|e| anyhow!("{e}"))?;
+        .map_err(drawing)?;
     for (i, s) in series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         let xy: Vec<(f64, f64)> = s.points.iter().map(|q| (rows(q), (p.value)(q))).collect();
         chart
             .draw_series(LineSeries::new(xy.clone(), color.stroke_width(2)))
-            .map_err(|e| anyhow!("{e}"))?
+            .map_err(drawing)?
             .label(legend(s))
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
             });
         chart
             .draw_series(xy.into_iter().map(|q| Circle::new(q, 4, color.filled())))
-            .map_err(|e| anyhow!("{e}"))?;
+            .map_err(drawing)?;
     }
     chart
         .configure_series_labels()
@@ -157,7 +162,7 @@ where
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()
-        .map_err(|e| anyhow!("{e}"))?;
+        .map_err(drawing)?;
     Ok(())
 }
 
@@ -166,10 +171,8 @@ pub fn svg(series: &[Series], title: &str) -> Result<String> {
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (1280, 520)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
-        let root = root
-            .titled(title, ("sans-serif", 22))
-            .map_err(|e| anyhow!("{e}"))?;
+        root.fill(&WHITE).map_err(drawing)?;
+        let root = root.titled(title, ("sans-serif", 22)).map_err(drawing)?;
         let (left, right) = root.split_horizontally(640);
         let speed = Panel {
             caption: "rows per second",
@@ -185,7 +188,7 @@ pub fn svg(series: &[Series], title: &str) -> Result<String> {
         };
         panel(&left, series, &speed)?;
         panel(&right, series, &memory)?;
-        root.present().map_err(|e| anyhow!("{e}"))?;
+        root.present().map_err(drawing)?;
     }
     Ok(out)
 }
