@@ -32,7 +32,7 @@ use ravel_hits::{Convention, GenOptions, Generator};
 use ravel_layout::ClusteringOrder;
 
 use result::{BenchResult, Build, FORMAT, Flags, Step};
-use steps::{StepName, Workload};
+use steps::{Peers, StepName, Workload};
 
 const DEFAULT_QUERIES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -351,18 +351,23 @@ fn generated_input(gen_bin: &Path, rows: u64, seed: u64, dir: &Path) -> Result<O
     Ok(Some(gen_step))
 }
 
+/// The workload of a run or an A/B, with what preparing it took.
+struct Prepared {
+    workload: Workload,
+    /// Generating the input (`None` when it was reused).
+    gen_step: Option<Step>,
+    /// Figures of the preparation (RSS floor, presort time).
+    prep: std::collections::BTreeMap<String, f64>,
+}
+
 /// Generates the data with `gen_bin` (or reuses it) and writes the presorted copy.
 fn prepare(
     data: &DataArgs,
     rows: u64,
     dir: &Path,
     gen_bin: &Path,
-    peers: (Vec<String>, PathBuf, String),
-) -> Result<(
-    Workload,
-    Option<Step>,
-    std::collections::BTreeMap<String, f64>,
-)> {
+    peers: Peers,
+) -> Result<Prepared> {
     let input = dir.join("hits.parquet");
     let presorted = dir.join("hits-presorted.parquet");
     let gen_step = generated_input(gen_bin, rows, data.seed, dir)?;
@@ -403,9 +408,8 @@ fn prepare(
             data.queries.display()
         );
     }
-    let (peers, peers_py, python) = peers;
-    Ok((
-        Workload {
+    Ok(Prepared {
+        workload: Workload {
             dir: dir.to_path_buf(),
             input,
             presorted,
@@ -414,13 +418,11 @@ fn prepare(
             queries: data.queries.canonicalize().unwrap_or(data.queries.clone()),
             load_args: data.load_args.clone(),
             peers,
-            peers_py,
-            python,
             drop_tables: false,
         },
         gen_step,
         prep,
-    ))
+    })
 }
 
 fn flags(w: &Workload, seed: u64) -> Flags {
@@ -428,7 +430,7 @@ fn flags(w: &Workload, seed: u64) -> Flags {
         rows: w.rows,
         seed,
         steps: w.steps.iter().map(|s| s.name().to_string()).collect(),
-        peers: w.peers.clone(),
+        peers: w.peers.names.clone(),
         load_args: w.load_args.clone(),
         queries: w.queries.display().to_string(),
     }
@@ -456,12 +458,16 @@ fn run_steps(data: &DataArgs, rows: u64, opts: &RunOpts, drop_tables: bool) -> R
         build.version, machine.cores, machine.mem_total_kb, machine.cpu_model
     );
     let dir = work_dir(data)?;
-    let peers = (
-        opts.peers.clone(),
-        opts.peers_py.clone(),
-        opts.python.clone(),
-    );
-    let (mut w, gen_step, prep) = prepare(data, rows, &dir.path, &bin, peers)?;
+    let peers = Peers {
+        names: opts.peers.clone(),
+        script: opts.peers_py.clone(),
+        python: opts.python.clone(),
+    };
+    let Prepared {
+        workload: mut w,
+        gen_step,
+        prep,
+    } = prepare(data, rows, &dir.path, &bin, peers)?;
     w.drop_tables = drop_tables;
     let mut runs = Vec::new();
     for i in 0..opts.repeat.max(1) {
@@ -567,13 +573,11 @@ B: {}",
     let started = chrono::Utc::now().to_rfc3339();
     let dir = work_dir(&args.data)?;
     // A generates the data both builds load.
-    let (w, gen_step, prep) = prepare(
-        &args.data,
-        args.rows,
-        &dir.path,
-        &args.a,
-        (Vec::new(), PathBuf::new(), String::new()),
-    )?;
+    let Prepared {
+        workload: w,
+        gen_step,
+        prep,
+    } = prepare(&args.data, args.rows, &dir.path, &args.a, Peers::default())?;
     let (mut runs_a, mut runs_b) = (Vec::new(), Vec::new());
     for i in 0..args.runs.max(1) {
         eprintln!("round {}/{}: A", i + 1, args.runs.max(1));

@@ -70,12 +70,21 @@ pub struct Workload {
     pub steps: Vec<StepName>,
     pub queries: PathBuf,
     pub load_args: Vec<String>,
-    pub peers: Vec<String>,
-    pub peers_py: PathBuf,
-    pub python: String,
+    pub peers: Peers,
     /// Remove the tables once the steps are measured, before the peers run (their disk then
     /// goes to the peers' spill and output).
     pub drop_tables: bool,
+}
+
+/// The peers run on the same input after the steps, and how.
+#[derive(Debug, Clone, Default)]
+pub struct Peers {
+    /// Peer names (`peers.py`'s), in run order.
+    pub names: Vec<String>,
+    /// The peers script.
+    pub script: PathBuf,
+    /// The Python that runs it.
+    pub python: String,
 }
 
 const TABLE: &str = "hits";
@@ -451,8 +460,8 @@ fn peer(w: &Workload, peer: &str, load: Option<&Step>) -> Step {
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let result = exec::run(
-        Command::new(&w.python)
-            .arg(&w.peers_py)
+        Command::new(&w.peers.python)
+            .arg(&w.peers.script)
             .arg(peer)
             .arg(&w.input)
             .arg(&out)
@@ -590,7 +599,7 @@ pub fn run(w: &Workload, bin: &Path, progress: &mut dyn FnMut(&Step)) -> Run {
         .iter()
         .find(|s| s.name == "load" && s.error.is_none())
         .cloned();
-    for p in &w.peers {
+    for p in &w.peers.names {
         push(&mut run, peer(w, p, load_step.as_ref()));
     }
     run
