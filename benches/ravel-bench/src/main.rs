@@ -173,16 +173,8 @@ struct RunOpts {
     /// Times to run the steps (and peers); repeats let `compare` estimate the noise band.
     #[arg(long, default_value_t = 1)]
     repeat: usize,
-    /// Peers to run on the same input after the steps, comma-separated (duckdb, polars, chdb,
-    /// pyarrow, datafusion).
-    #[arg(long, value_delimiter = ',')]
-    peers: Vec<String>,
-    /// The peers script.
-    #[arg(long, default_value = DEFAULT_PEERS_PY)]
-    peers_py: PathBuf,
-    /// The Python that runs it.
-    #[arg(long, default_value = "python3")]
-    python: String,
+    #[command(flatten)]
+    peers: Peers,
 }
 
 #[derive(Args)]
@@ -458,16 +450,11 @@ fn run_steps(data: &DataArgs, rows: u64, opts: &RunOpts, drop_tables: bool) -> R
         build.version, machine.cores, machine.mem_total_kb, machine.cpu_model
     );
     let dir = work_dir(data)?;
-    let peers = Peers {
-        names: opts.peers.clone(),
-        script: opts.peers_py.clone(),
-        python: opts.python.clone(),
-    };
     let Prepared {
         workload: mut w,
         gen_step,
         prep,
-    } = prepare(data, rows, &dir.path, &bin, peers)?;
+    } = prepare(data, rows, &dir.path, &bin, opts.peers.clone())?;
     w.drop_tables = drop_tables;
     let mut runs = Vec::new();
     for i in 0..opts.repeat.max(1) {

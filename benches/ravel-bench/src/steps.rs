@@ -77,13 +77,17 @@ pub struct Workload {
 }
 
 /// The peers run on the same input after the steps, and how.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, clap::Args)]
 pub struct Peers {
-    /// Peer names (`peers.py`'s), in run order.
+    /// Peers to run on the same input after the steps, comma-separated (duckdb, polars, chdb,
+    /// pyarrow, datafusion).
+    #[arg(long = "peers", value_name = "PEERS", value_delimiter = ',')]
     pub names: Vec<String>,
     /// The peers script.
+    #[arg(long = "peers-py", value_name = "PEERS_PY", default_value = crate::DEFAULT_PEERS_PY)]
     pub script: PathBuf,
     /// The Python that runs it.
+    #[arg(long, default_value = "python3")]
     pub python: String,
 }
 
