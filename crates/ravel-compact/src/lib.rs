@@ -31,6 +31,7 @@
 //! the step that conflicted publishes nothing (steps committed before it stand). Loads committed
 //! meanwhile stay untouched.
 
+mod maintenance;
 mod merge;
 mod plan;
 mod read;
@@ -38,8 +39,9 @@ mod run;
 mod sorted;
 mod window;
 
+pub use maintenance::{Decision, decide, depth_bound};
 pub use plan::{Chain, InputObject, Plan, Ranged, Step, Window, max_depth, plan};
-pub use run::compact;
+pub use run::{compact, maintain};
 pub use sorted::{SortedLoad, SortedLoadReport};
 pub use window::bounded;
 
@@ -155,11 +157,29 @@ pub struct CompactReport {
     pub fan_in: usize,
     pub slice_rows: usize,
     /// `written_bytes` over `output_bytes`.
+    pub written_over_output: f64,
+    /// Bytes loads published since the table was last one sequence (before this run's
+    /// commits, loads that landed meanwhile not counted).
+    pub loaded_since_full_bytes: u64,
+    /// Bytes merges wrote since then, this run's included.
+    pub written_since_full_bytes: u64,
+    /// The cumulative write amplification: `written_since_full_bytes` over
+    /// `loaded_since_full_bytes`, what keeping the table clustered cost per byte loaded.
     pub write_amplification: f64,
+    /// Bytes loads published and merges wrote since the table began.
+    pub loaded_bytes_total: u64,
+    pub written_bytes_total: u64,
     /// Intermediate objects written by earlier passes and deleted after the commit.
     pub intermediate_objects: usize,
     pub depth_before: usize,
     pub depth_after: usize,
+    /// The maintenance policy applied (`maintain`); `None` for `compact`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<ravel_layout::Maintenance>,
+    /// The deepest overlap the policy allows after it (1 for `compact`).
+    pub depth_bound: usize,
+    /// Why the last step was chosen, or why there was nothing to do.
+    pub reason: String,
     /// The merge's estimated slices plus the loader's peak, bytes.
     pub peak_budget_bytes: u64,
     pub stages: CompactStages,

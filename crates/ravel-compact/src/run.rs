@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use arrow::datatypes::{DataType, Schema};
 use object_store::ObjectStore;
-use ravel_layout::{ClusteringOrder, Layout, LayoutStore};
+use ravel_layout::{ClusteringOrder, Layout, LayoutStore, Maintenance};
 use ravel_loader::{LoadOptions, Loader, Prepared};
 use ravel_log::{ChainOrigin, Commit, Committed, LiveManifest, Operation, TableLog};
 use ravel_store::{Store, TablePaths};
@@ -135,6 +135,78 @@ pub async fn compact(
     table: &str,
     opts: &CompactOptions,
 ) -> Result<CompactReport, CompactError> {
+    run_selected(store, table, opts, false).await
+}
+
+/// Runs `table`'s maintenance policy (see [`crate::maintenance`]): its merges, one after
+/// another, each committed as a version, until it asks for none. `opts.max_input_bytes` does
+/// not apply: the policy chooses whole runs.
+pub async fn maintain(
+    store: &Store,
+    table: &str,
+    opts: &CompactOptions,
+) -> Result<CompactReport, CompactError> {
+    run_selected(store, table, opts, true).await
+}
+
+/// Which merges a run makes: `compact`'s (every overlapping set, or key ranges of it within
+/// `max_input_bytes`), or the maintenance policy's.
+#[derive(Debug, Clone)]
+struct Selector {
+    policy: Option<Maintenance>,
+    max_input_bytes: Option<u64>,
+}
+
+/// A step chosen, whether it leaves the table one sequence, and why it was chosen.
+struct Chosen {
+    step: Step,
+    full: bool,
+    reason: String,
+}
+
+impl Selector {
+    /// The next step on the version `plan` describes; `Err`: nothing to do, and why.
+    fn next(&self, plan: &Plan, fan_in: usize) -> Result<Chosen, String> {
+        if let Some(policy) = &self.policy {
+            let d = crate::maintenance::decide(plan, policy);
+            return d.step.map_or(Err(d.reason.clone()), |step| {
+                Ok(Chosen {
+                    step,
+                    full: d.full,
+                    reason: d.reason,
+                })
+            });
+        }
+        let step = match self.max_input_bytes {
+            None => plan.steps.first().cloned(),
+            Some(max) => bounded_step(plan, max, fan_in),
+        };
+        let step = step.ok_or_else(|| "no two objects overlap".to_string())?;
+        Ok(Chosen {
+            full: plan.steps.len() == 1 && !step.window.is_bounded(),
+            reason: "compact merges every overlapping object".into(),
+            step,
+        })
+    }
+}
+
+/// The deepest step of the plan, bounded by the largest input allowed (a range that would
+/// merge more chains than one pass takes is merged whole, in passes).
+fn bounded_step(plan: &Plan, max: u64, fan_in: usize) -> Option<Step> {
+    let deepest = plan.steps.iter().max_by_key(|s| step_depth(s))?;
+    let bounded = crate::window::bounded(deepest, max);
+    if bounded.window.is_bounded() && bounded.chains.len() > fan_in {
+        return Some(deepest.clone());
+    }
+    Some(bounded)
+}
+
+async fn run_selected(
+    store: &Store,
+    table: &str,
+    opts: &CompactOptions,
+    maintain: bool,
+) -> Result<CompactReport, CompactError> {
     let started = Instant::now();
     let layouts = LayoutStore::new(store, table)?;
     let layout = layouts.load().await?;
@@ -148,8 +220,13 @@ pub async fn compact(
     if layout.clustering_key.is_none() {
         return Err(CompactError::NotClustered(table.to_string()));
     }
+    let totals = log.totals(&snapshot).await?;
     let live = log.manifests(&snapshot).await?;
     let first = plan(&live, &layout.sort_key_names());
+    let selector = Selector {
+        policy: maintain.then_some(layout.maintenance),
+        max_input_bytes: opts.max_input_bytes,
+    };
     let schema = match layouts.schema().await? {
         Some(s) => s,
         None => live
@@ -167,9 +244,28 @@ pub async fn compact(
         .max()
         .unwrap_or(0);
     let geometry = Geometry::new(opts, &schema, widest);
-    let mut report = planned(table, read_version, &first, geometry, opts.dry_run);
+    let chosen = selector.next(&first, geometry.fan_in);
+    let shown = match (&chosen, maintain) {
+        (Ok(c), true) => Plan {
+            steps: vec![c.step.clone()],
+            ..first.clone()
+        },
+        (Err(_), true) => Plan {
+            steps: Vec::new(),
+            ..first.clone()
+        },
+        (_, false) => first.clone(),
+    };
+    let mut report = planned(table, read_version, &shown, geometry, opts.dry_run);
+    report.policy = selector.policy;
+    report.depth_bound = selector.policy.as_ref().map_or(1, crate::depth_bound);
+    report.reason = match &chosen {
+        Ok(c) => c.reason.clone(),
+        Err(why) => why.clone(),
+    };
     report.stages.plan_s = started.elapsed().as_secs_f64();
-    if first.is_empty() || opts.dry_run {
+    if chosen.is_err() || opts.dry_run {
+        add_totals(&mut report, totals);
         report.wall_s = started.elapsed().as_secs_f64();
         return Ok(report);
     }
@@ -198,7 +294,7 @@ pub async fn compact(
         log: &log,
         paths: &paths,
         layout: &layout,
-        max_input_bytes: opts.max_input_bytes,
+        selector,
         // Only the objects of the version read, and what this compaction writes: loads
         // committed meanwhile stay untouched.
         allowed: live
@@ -207,6 +303,7 @@ pub async fn compact(
             .collect(),
     };
     steps.run(writer, first, &mut report).await?;
+    add_totals(&mut report, totals);
     report.depth_after = depth_now(&log, &layout).await?;
     report.wall_s = started.elapsed().as_secs_f64();
     Ok(report)
@@ -218,8 +315,20 @@ struct Steps<'a> {
     log: &'a TableLog,
     paths: &'a TablePaths,
     layout: &'a Layout,
-    max_input_bytes: Option<u64>,
+    selector: Selector,
     allowed: std::collections::HashSet<String>,
+}
+
+/// The totals of the log before the run, with what the run wrote (see [`CompactReport`]).
+fn add_totals(report: &mut CompactReport, before: ravel_log::Totals) {
+    report.loaded_since_full_bytes = before.loaded_since_full_bytes;
+    report.written_since_full_bytes = before.written_since_full_bytes + report.written_bytes;
+    report.write_amplification = ravel_log::ratio(
+        report.written_since_full_bytes,
+        report.loaded_since_full_bytes,
+    );
+    report.loaded_bytes_total = before.loaded_bytes;
+    report.written_bytes_total = before.written_bytes + report.written_bytes;
 }
 
 impl Steps<'_> {
@@ -239,7 +348,9 @@ impl Steps<'_> {
         let mut replaced: std::collections::BTreeMap<String, ravel_manifest::ObjectEntry> =
             Default::default();
         let mut previous = None::<Vec<String>>;
-        while let Some(step) = self.next(&plan, template.geometry.fan_in) {
+        while let Ok(chosen) = self.selector.next(&plan, template.geometry.fan_in) {
+            let step = chosen.step;
+            report.reason = chosen.reason;
             let inputs: Vec<String> = step.input_objects().map(|o| o.entry.key.clone()).collect();
             if previous.as_ref() == Some(&inputs) {
                 return Err(CompactError::Read(
@@ -247,7 +358,9 @@ impl Steps<'_> {
                 ));
             }
             let mut w = template.fresh(std::mem::take(&mut report.stages));
-            let result = w.run(&step, self.log, self.paths, self.layout).await;
+            let result = w
+                .run(&step, self.log, self.paths, self.layout, chosen.full)
+                .await;
             written += w.written_bytes;
             report.peak_budget_bytes = report
                 .peak_budget_bytes
@@ -279,22 +392,8 @@ impl Steps<'_> {
             report.output_rows,
         ) = (output.objects, output.bytes, output.rows);
         report.written_bytes = written;
-        report.write_amplification = written as f64 / report.output_bytes.max(1) as f64;
+        report.written_over_output = ravel_log::ratio(written, report.output_bytes);
         Ok(())
-    }
-
-    /// The next step: the deepest of the plan, bounded by the largest input allowed (a range
-    /// that would merge more chains than one pass takes is merged whole, in passes).
-    fn next(&self, plan: &Plan, fan_in: usize) -> Option<Step> {
-        let Some(max) = self.max_input_bytes else {
-            return plan.steps.first().cloned();
-        };
-        let deepest = plan.steps.iter().max_by_key(|s| step_depth(s))?;
-        let bounded = crate::window::bounded(deepest, max);
-        if bounded.window.is_bounded() && bounded.chains.len() > fan_in {
-            return Some(deepest.clone());
-        }
-        Some(bounded)
     }
 }
 
@@ -393,10 +492,18 @@ fn planned(
         fan_in: geometry.fan_in,
         slice_rows: geometry.slice_rows,
         written_bytes: 0,
+        written_over_output: 0.0,
+        loaded_since_full_bytes: 0,
+        written_since_full_bytes: 0,
         write_amplification: 0.0,
+        loaded_bytes_total: 0,
+        written_bytes_total: 0,
         intermediate_objects: 0,
         depth_before: plan.depth_before,
         depth_after: plan.depth_before,
+        policy: None,
+        depth_bound: 1,
+        reason: String::new(),
         peak_budget_bytes: 0,
         stages: CompactStages::default(),
         wall_s: 0.0,
@@ -496,6 +603,7 @@ impl<'a> Writer<'a> {
         log: &TableLog,
         paths: &TablePaths,
         layout: &Layout,
+        full: bool,
     ) -> Result<Outcome, CompactError> {
         let t = Instant::now();
         let mut merged = if step.window.is_bounded() {
@@ -514,7 +622,14 @@ impl<'a> Writer<'a> {
         self.stages.merge_s += t.elapsed().as_secs_f64();
         let t = Instant::now();
         let prepared = merged.prepared;
-        let version = commit(self.os.clone(), log, paths, layout, step, &prepared, ranks).await;
+        let publish = Publish {
+            step,
+            prepared: &prepared,
+            ranks,
+            written_bytes: self.written_bytes,
+            full,
+        };
+        let version = commit(self.os.clone(), log, paths, layout, publish).await;
         self.stages.commit_s += t.elapsed().as_secs_f64();
         match version {
             Ok(version) => Ok(Outcome {
@@ -877,6 +992,16 @@ fn read_failed(e: CompactError) -> ravel_loader::LoadError {
     }
 }
 
+/// What a step commits: its output in place of its inputs, and what writing it cost.
+struct Publish<'a> {
+    step: &'a Step,
+    prepared: &'a Prepared,
+    ranks: Ranks,
+    written_bytes: u64,
+    /// The step leaves the table one sequence.
+    full: bool,
+}
+
 /// Checks the output is stored, writes its manifest and commits the version that replaces the
 /// inputs with it. Returns the version.
 async fn commit(
@@ -884,10 +1009,14 @@ async fn commit(
     log: &TableLog,
     paths: &TablePaths,
     layout: &Layout,
-    step: &Step,
-    prepared: &Prepared,
-    ranks: Ranks,
+    publish: Publish<'_>,
 ) -> Result<u64, CompactError> {
+    let Publish {
+        step,
+        prepared,
+        ranks,
+        ..
+    } = publish;
     let committer = ravel_loader::Committer::new(os, paths.clone());
     committer.check_stored(&prepared.manifest).await?;
     let key = committer.put_manifest(&prepared.manifest).await?;
@@ -899,6 +1028,8 @@ async fn commit(
         chains: ranks.chains,
         removes: step.input_objects().map(|o| o.entry.key.clone()).collect(),
         configuration: ravel_loader::table_configuration(layout, &prepared.manifest.schema),
+        written_bytes: publish.written_bytes,
+        full: publish.full,
     };
     match log.commit(&commit).await? {
         Committed::Version(v) => Ok(v),

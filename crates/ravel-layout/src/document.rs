@@ -7,7 +7,7 @@ use std::str::FromStr;
 use arrow::datatypes::{DataType, Schema};
 use serde::{Deserialize, Serialize};
 
-use crate::{BucketWidth, LayoutError};
+use crate::{BucketWidth, LayoutError, Maintenance};
 
 /// The document format this build writes and reads.
 pub const LAYOUT_FORMAT: u32 = 1;
@@ -32,6 +32,10 @@ pub struct Layout {
     pub clustering_key: Option<ClusteringKey>,
     /// Which columns get Bloom filters.
     pub bloom: Bloom,
+    /// What writers do after each load to keep the table clustered as it grows; absent from
+    /// the document while it has the defaults.
+    #[serde(default, skip_serializing_if = "Maintenance::is_default")]
+    pub maintenance: Maintenance,
 }
 
 /// The key columns sorted after the stream and the time bucket, and the bucket width.
@@ -159,6 +163,7 @@ impl Default for Layout {
                 scope: BloomScope::Text,
                 fpp: 0.01,
             },
+            maintenance: Maintenance::default(),
         }
     }
 }
@@ -280,6 +285,7 @@ impl Layout {
         if !(self.bloom.fpp > 0.0 && self.bloom.fpp < 1.0) {
             return Err(LayoutError::BadFpp(self.bloom.fpp));
         }
+        self.maintenance.validate()?;
         if let BloomScope::Columns(cols) = &self.bloom.scope {
             if cols.is_empty() {
                 return Err(LayoutError::BadBloomScope(String::new()));

@@ -52,6 +52,13 @@ pub enum LayoutError {
     #[error("Bloom filter false-positive rate {0} must be above 0 and below 1")]
     BadFpp(f64),
 
+    #[error("maintenance {setting} {value}: {reason}")]
+    BadMaintenance {
+        setting: &'static str,
+        value: String,
+        reason: String,
+    },
+
     #[error("Bloom scope {0:?} is not one of none, text, all, or a comma-separated column list")]
     BadBloomScope(String),
 

@@ -5,6 +5,7 @@
 mod bucket;
 mod document;
 mod error;
+mod maintenance;
 mod order;
 mod service;
 
@@ -13,5 +14,6 @@ pub use document::{
     Bloom, BloomScope, ClusteringKey, LAYOUT_FORMAT, Layout, is_orderable, is_text, is_time_type,
 };
 pub use error::LayoutError;
+pub use maintenance::{MAX_POLICY_RUNS, Maintenance, MaintenanceMode};
 pub use order::{ClusteringOrder, clustering_permutation, normalized_order, time_bucket};
 pub use service::{LayoutStore, Updated};

@@ -18,6 +18,23 @@ pub struct CompactArgs {
     /// The table.
     #[arg(long)]
     pub table: String,
+    #[command(flatten)]
+    pub merge: MergeFlags,
+    /// Input bytes one step merges at most: more overlapping input is merged one key range at
+    /// a time, the most overlapping first, each committed as a version (default: no limit).
+    #[arg(long)]
+    pub max_input_bytes: Option<u64>,
+    /// Plan and report only; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// How merges write: the flags `compact` and `maintain` share.
+#[derive(Args, Debug, Clone)]
+pub struct MergeFlags {
     /// Bytes the compaction may hold at once: half for the merge's slices, half for writing
     /// (tier default).
     #[arg(long)]
@@ -32,43 +49,44 @@ pub struct CompactArgs {
     /// passes.
     #[arg(long)]
     pub fan_in: Option<usize>,
-    /// Input bytes one step merges at most: more overlapping input is merged one key range at
-    /// a time, the most overlapping first, each committed as a version (default: no limit).
-    #[arg(long)]
-    pub max_input_bytes: Option<u64>,
     /// zstd level of the objects.
     #[arg(long, default_value_t = 3)]
     pub zstd_level: i32,
-    /// Plan and report only; write nothing.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Print the report as JSON.
-    #[arg(long)]
-    pub json: bool,
 }
 
 fn options(args: &CompactArgs, tier: &Tier) -> Result<CompactOptions> {
-    let mut load = LoadOptions::from_tier(tier);
-    if let Some(v) = args.object_bytes {
-        load.object_bytes = v;
+    let mut opts = args.merge.options(tier)?;
+    opts.max_input_bytes = args.max_input_bytes;
+    opts.dry_run = args.dry_run;
+    Ok(opts)
+}
+
+impl MergeFlags {
+    /// The options these flags give over the tier's defaults; unusable values are bad input.
+    pub fn options(&self, tier: &Tier) -> Result<CompactOptions> {
+        let args = self;
+        let mut load = LoadOptions::from_tier(tier);
+        if let Some(v) = args.object_bytes {
+            load.object_bytes = v;
+        }
+        if let Some(v) = args.pipeline_depth {
+            load.pipeline_depth = v;
+        }
+        if let Some(v) = args.load_budget {
+            load.load_budget = v;
+        }
+        load.zstd_level = args.zstd_level;
+        load.validate().map_err(|e| BadInput(e.to_string()))?;
+        if args.fan_in.is_some_and(|f| f < 2) {
+            return Err(BadInput("--fan-in must be at least 2".into()).into());
+        }
+        Ok(CompactOptions {
+            load,
+            fan_in: args.fan_in,
+            max_input_bytes: None,
+            dry_run: false,
+        })
     }
-    if let Some(v) = args.pipeline_depth {
-        load.pipeline_depth = v;
-    }
-    if let Some(v) = args.load_budget {
-        load.load_budget = v;
-    }
-    load.zstd_level = args.zstd_level;
-    load.validate().map_err(|e| BadInput(e.to_string()))?;
-    if args.fan_in.is_some_and(|f| f < 2) {
-        return Err(BadInput("--fan-in must be at least 2".into()).into());
-    }
-    Ok(CompactOptions {
-        load,
-        fan_in: args.fan_in,
-        max_input_bytes: args.max_input_bytes,
-        dry_run: args.dry_run,
-    })
 }
 
 pub fn run(args: CompactArgs) -> Result<CompactReport> {
@@ -88,11 +106,17 @@ pub fn run(args: CompactArgs) -> Result<CompactReport> {
 
 pub fn print_report(r: &CompactReport) {
     let read = r.read_version.map_or("-".to_string(), |v| v.to_string());
+    let what = if r.policy.is_some() {
+        "maintain"
+    } else {
+        "compact"
+    };
     if r.input_objects == 0 {
         println!(
-            "table {}: nothing to compact at version {read}: no two runs overlap ({} object(s) left as they are); nothing written",
-            r.table, r.untouched_objects
+            "table {}: nothing to {what} at version {read}: {} ({} object(s) left as they are, overlap depth {}); nothing written",
+            r.table, r.reason, r.untouched_objects, r.depth_before
         );
+        print_totals(r);
         return;
     }
     if r.dry_run {
@@ -125,12 +149,15 @@ pub fn print_report(r: &CompactReport) {
         r.untouched_objects
     );
     let s = &r.stages;
+    println!("chosen: {}", r.reason);
+    print_totals(r);
     println!(
-        "overlap depth {} -> {}; write amplification {:.2} ({} bytes written); peak budget {} bytes; plan {:.2} s, merge and write {:.2} s (sort {:.2}, gather {:.2}, encode {:.2}, upload {:.2}), commit {:.2} s; wall {:.2} s",
+        "overlap depth {} -> {} (bound {}); {} bytes written ({:.2}x the output); peak budget {} bytes; plan {:.2} s, merge and write {:.2} s (sort {:.2}, gather {:.2}, encode {:.2}, upload {:.2}), commit {:.2} s; wall {:.2} s",
         r.depth_before,
         r.depth_after,
-        r.write_amplification,
+        r.depth_bound,
         r.written_bytes,
+        r.written_over_output,
         r.peak_budget_bytes,
         s.plan_s,
         s.merge_s,
@@ -140,5 +167,13 @@ pub fn print_report(r: &CompactReport) {
         s.write.upload_s,
         s.commit_s,
         r.wall_s
+    );
+}
+
+/// What keeping the table clustered has cost since its last full compaction.
+fn print_totals(r: &CompactReport) {
+    println!(
+        "since the last full compaction: {} bytes loaded, {} bytes written merging: write amplification {:.2} (written over loaded)",
+        r.loaded_since_full_bytes, r.written_since_full_bytes, r.write_amplification
     );
 }

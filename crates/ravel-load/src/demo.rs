@@ -111,6 +111,7 @@ fn load(store: &str, input: PathBuf) -> Result<()> {
         rejects: None,
         overwrite_rejects: false,
         compact: true,
+        no_maintain: false,
         json: false,
     })?;
     Ok(())

@@ -41,6 +41,27 @@ pub enum LayoutCommand {
     /// The table's recorded schema, which layout changes are checked against.
     #[command(subcommand)]
     Schema(SchemaCommand),
+    /// The maintenance policy every load ends with (and `ravel-load maintain` runs).
+    #[command(subcommand)]
+    Maintenance(MaintenanceCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum MaintenanceCommand {
+    /// Set the policy; settings not named keep their stored values.
+    Set {
+        /// tiered (runs merged by size under a depth bound), full (compact after every
+        /// load) or none.
+        #[arg(long)]
+        policy: Option<String>,
+        /// Runs of one tier that merge, and the size factor a tier spans (2-64).
+        #[arg(long)]
+        size_ratio: Option<u32>,
+        /// Runs that may overlap at any key after maintenance (size ratio to 64).
+        #[arg(long)]
+        max_depth: Option<u32>,
+    },
+    Show,
 }
 
 #[derive(Subcommand, Debug)]
@@ -168,6 +189,7 @@ pub fn run(args: LayoutArgs) -> Result<()> {
             | LayoutCommand::Time(TimeCommand::Show)
             | LayoutCommand::BloomScope(BloomScopeCommand::Show)
             | LayoutCommand::Schema(SchemaCommand::Show)
+            | LayoutCommand::Maintenance(MaintenanceCommand::Show)
     );
     let store = if writes {
         Store::create(&args.store)?
@@ -289,6 +311,7 @@ pub fn run(args: LayoutArgs) -> Result<()> {
                     Ok(())
                 }
             },
+            LayoutCommand::Maintenance(c) => maintenance(&service, &start, c).await.with_context(ctx),
             LayoutCommand::Schema(c) => match c {
                 SchemaCommand::Set {
                     from,
@@ -329,6 +352,45 @@ pub fn run(args: LayoutArgs) -> Result<()> {
             },
         }
     })
+}
+
+async fn maintenance(
+    service: &LayoutStore,
+    start: &Option<Layout>,
+    command: MaintenanceCommand,
+) -> Result<()> {
+    match command {
+        MaintenanceCommand::Set {
+            policy,
+            size_ratio,
+            max_depth,
+        } => {
+            let policy = policy.map(|p| p.parse()).transpose()?;
+            let u = update(service, start, |l| {
+                let m = &mut l.maintenance;
+                m.policy = policy.unwrap_or(m.policy);
+                m.size_ratio = size_ratio.unwrap_or(m.size_ratio);
+                m.max_depth = max_depth.unwrap_or(m.max_depth);
+                m.validate()
+            })
+            .await?;
+            report("maintenance policy", &u)
+        }
+        MaintenanceCommand::Show => {
+            let m = service.load().await?.maintenance;
+            println!(
+                "policy: {}\nsize ratio: {}\nmax depth: {}\ndepth bound: {}",
+                m.policy,
+                m.size_ratio,
+                m.max_depth,
+                match ravel_compact::depth_bound(&m) {
+                    usize::MAX => "none".to_string(),
+                    d => d.to_string(),
+                }
+            );
+            Ok(())
+        }
+    }
 }
 
 /// The schema of a Parquet file, as Arrow reads it.

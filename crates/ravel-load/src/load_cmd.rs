@@ -63,6 +63,9 @@ pub struct LoadArgs {
     /// rewritten (`compact` merges across loads). Needs a clustering key.
     #[arg(long)]
     pub compact: bool,
+    /// Skip the table's maintenance step after the load (`ravel-load maintain` runs it later).
+    #[arg(long)]
+    pub no_maintain: bool,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -229,13 +232,13 @@ pub fn run(args: LoadArgs) -> Result<()> {
         ));
         bar.finish_and_clear();
         let report = report.with_context(context)?;
-        match args.json {
-            true => println!("{}", serde_json::to_string_pretty(&report)?),
-            false => print_sorted(&report),
+        if !args.json {
+            print_sorted(&report);
         }
         if let Some(why) = &report.no_delta_view {
             eprintln!("note: {why}");
         }
+        finish(&args, &tier, &store, serde_json::to_value(&report)?)?;
     } else {
         let report = crate::runtime()?.block_on(ravel_loader::load_files_with(
             &store,
@@ -248,13 +251,13 @@ pub fn run(args: LoadArgs) -> Result<()> {
         ));
         bar.finish_and_clear();
         let report = report.with_context(context)?;
-        match args.json {
-            true => println!("{}", serde_json::to_string_pretty(&report)?),
-            false => print_summary(&report, started.elapsed().as_secs_f64()),
+        if !args.json {
+            print_summary(&report, started.elapsed().as_secs_f64());
         }
         if let Some(why) = &report.no_delta_view {
             eprintln!("note: {why}");
         }
+        finish(&args, &tier, &store, serde_json::to_value(&report)?)?;
     }
     if let Some(path) = rejects.filter(|p| p.exists() && modified(p) != rejects_before) {
         let left = std::fs::read_to_string(&path)
@@ -265,6 +268,40 @@ pub fn run(args: LoadArgs) -> Result<()> {
             path.display(),
             path.display()
         );
+    }
+    Ok(())
+}
+
+/// Runs the table's maintenance step after a published load (unless `--no-maintain`), within
+/// the load's budget, and prints its report; JSON: the load's report with a `maintenance` key.
+fn finish(args: &LoadArgs, tier: &Tier, store: &Store, mut load: serde_json::Value) -> Result<()> {
+    let report = match args.no_maintain {
+        true => None,
+        false => {
+            let opts = opts_for_compaction(args, tier)?;
+            let done = crate::runtime()?.block_on(crate::maintain_cmd::after_load(
+                store,
+                &args.table,
+                &opts,
+            ));
+            if done.is_err() && args.json {
+                load["maintenance"] = serde_json::Value::Null;
+                println!("{}", serde_json::to_string_pretty(&load)?);
+            }
+            done.with_context(|| {
+                format!(
+                    "the load is published; maintaining table {:?} after it failed (`ravel-load maintain` runs it again)",
+                    args.table
+                )
+            })?
+        }
+    };
+    if args.json {
+        load["maintenance"] = serde_json::to_value(&report)?;
+        println!("{}", serde_json::to_string_pretty(&load)?);
+    } else if let Some(r) = &report {
+        print!("maintenance: ");
+        crate::compact_cmd::print_report(r);
     }
     Ok(())
 }

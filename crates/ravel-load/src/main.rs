@@ -8,6 +8,7 @@ mod gc_cmd;
 mod gen_cmd;
 mod layout_cmd;
 mod load_cmd;
+mod maintain_cmd;
 mod query_cmd;
 mod verify_cmd;
 
@@ -59,6 +60,10 @@ enum Command {
     /// Merge a table's overlapping objects into one sequence in clustering order, within the
     /// load budget, and commit the swap as a new version (readers of older versions keep theirs)
     Compact(compact_cmd::CompactArgs),
+    /// Run the table's maintenance policy: merge runs of one tier, or the runs past the depth
+    /// bound, each step committed as a version; says when there is nothing to do (`load` runs it
+    /// after every load unless --no-maintain).
+    Maintain(maintain_cmd::MaintainArgs),
     /// Print the load geometry this machine's memory selects.
     Tier {
         /// Print JSON.
@@ -120,6 +125,7 @@ fn run(command: Command) -> Result<()> {
         Command::Verify(args) => verify_cmd::run(args),
         Command::Gc(args) => gc_cmd::run(args),
         Command::Compact(args) => compact_cmd::run(args).map(|_| ()),
+        Command::Maintain(args) => maintain_cmd::run(args),
         Command::Query(args) => query_cmd::run(args),
         Command::BenchQueries(args) => bench_queries_cmd::run(args),
         Command::Tier { json } => {

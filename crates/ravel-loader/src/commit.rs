@@ -70,6 +70,8 @@ impl Committer {
             chains: Vec::new(),
             removes: Vec::new(),
             configuration,
+            written_bytes: 0,
+            full: false,
         };
         match self.log.commit(&commit).await? {
             ravel_log::Committed::Version(version) => Ok(Committed::Published { path, version }),

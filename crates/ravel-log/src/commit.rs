@@ -19,7 +19,7 @@ use crate::{CHECKPOINT_INTERVAL, ChainOrigin, LogError, Snapshot, TableLog};
 const MAX_ATTEMPTS: usize = 1000;
 
 /// What a commit does.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operation {
     /// Adds a load's objects. Never conflicts.
     Load,
@@ -44,6 +44,12 @@ pub struct Commit<'a> {
     pub removes: Vec<String>,
     /// Settings recorded in the table's `metaData` (the layout, for other engines).
     pub configuration: BTreeMap<String, String>,
+    /// Bytes a merge stored for this commit, intermediate objects included (0 for a load:
+    /// its objects count as loaded).
+    pub written_bytes: u64,
+    /// The commit leaves the table one sequence (a full compaction): the totals since the
+    /// last full compaction start over.
+    pub full: bool,
 }
 
 /// What a commit did.
@@ -72,7 +78,8 @@ impl TableLog {
                 return Ok(done);
             }
             let version = snapshot.next_version();
-            let entry = self.entry_for(&snapshot, commit, version, attempt);
+            let totals = self.totals(&snapshot).await?;
+            let entry = self.entry_for(&snapshot, commit, version, attempt, totals);
             if self.create(version, entry.clone()).await? {
                 if version > 0 && version % CHECKPOINT_INTERVAL == 0 {
                     self.checkpoint_after(snapshot, version, &entry).await;
@@ -164,9 +171,15 @@ impl TableLog {
         commit: &Commit<'_>,
         version: u64,
         attempt: usize,
+        totals: crate::Totals,
     ) -> Vec<u8> {
         let m = commit.manifest;
         let load = commit.operation == Operation::Load;
+        let loaded = if load {
+            m.objects.iter().map(|o| o.bytes).sum()
+        } else {
+            0
+        };
         let (operation, parameters) = if load {
             ("WRITE", json!({"mode": "Append"}))
         } else {
@@ -177,6 +190,8 @@ impl TableLog {
             "id": m.load_id,
             "manifest": self.table.relative(&commit.manifest_key),
             "layoutGeneration": m.layout_generation,
+            "writtenBytes": commit.written_bytes,
+            "totals": totals.after(loaded, commit.written_bytes, commit.full),
         });
         let mut actions = vec![commit_info(
             operation,

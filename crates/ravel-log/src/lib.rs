@@ -30,6 +30,7 @@ mod error;
 mod schema;
 mod snapshot;
 mod stats;
+mod totals;
 
 pub use actions::{
     ActionLine, Add, Format, Metadata, Protocol, Remove, TAG_CHAIN, TAG_MANIFEST, TAG_ORDER,
@@ -50,6 +51,7 @@ pub use stats::{
     DELTA_INDEXED_COLUMNS, STATS_COLUMNS_PROPERTY, delta_stats, stats_columns,
     stats_columns_property,
 };
+pub use totals::{Totals, ratio};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -52,6 +52,9 @@ pub struct Snapshot {
     files: BTreeMap<String, Add>,
     /// Objects removed by this version or an earlier one and not added again since.
     removed: BTreeMap<String, Removed>,
+    /// The totals the newest entry applied records (`None` when read from a checkpoint and
+    /// no entry was applied since; see [`crate::TableLog::totals`]).
+    pub totals: Option<crate::Totals>,
     /// Manifests already read (a table without a log reads them to build its version).
     pub(crate) known: BTreeMap<String, Arc<Manifest>>,
 }
@@ -84,6 +87,7 @@ impl Snapshot {
                 self.files.insert(add.path.clone(), add.clone());
             }
         }
+        self.totals = crate::Totals::of_entry(entry);
         self.version = Some(entry.version);
     }
 

@@ -1,5 +1,6 @@
 //! Compaction end to end on a local store (one test binary: `cargo test -p ravel-compact
 //! --test it properties::` runs one module).
 
+mod maintenance;
 mod properties;
 mod races;

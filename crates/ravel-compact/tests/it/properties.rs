@@ -29,7 +29,7 @@ use ravel_store::Store;
 use ravel_testkit::arbitrary::{Case, build, case, cases, split};
 use ravel_verify::{VerifyOptions, verify};
 
-fn table(c: &Case) -> (ravel_layout::Layout, RecordBatch) {
+pub(crate) fn table(c: &Case) -> (ravel_layout::Layout, RecordBatch) {
     let (layout, batch) = build(c);
     let mut fields: Vec<Field> = batch
         .schema()
@@ -49,7 +49,7 @@ fn table(c: &Case) -> (ravel_layout::Layout, RecordBatch) {
 }
 
 /// Small objects and runs, so that a few hundred rows span several of each.
-fn load_options() -> LoadOptions {
+pub(crate) fn load_options() -> LoadOptions {
     LoadOptions {
         object_bytes: 1_500,
         target_bytes: Some(60_000),
@@ -60,7 +60,7 @@ fn load_options() -> LoadOptions {
     }
 }
 
-async fn load(store: &Store, batches: &[RecordBatch]) {
+pub(crate) async fn load(store: &Store, batches: &[RecordBatch]) {
     let mut loader = Loader::new(store, "t", load_options()).await.unwrap();
     for b in batches {
         loader.push(b.clone()).await.unwrap();
@@ -150,8 +150,21 @@ async fn check(c: Case, opts: CompactOptions) -> Result<(), TestCaseError> {
         prop_assert_eq!(report.fan_in, 2, "the budget forces passes");
     }
     prop_assert!(report.depth_after <= 1, "{:?}", report);
+    in_order_and_verified(&store, &layout, &input).await?;
+    let again = compact(&store, "t", &opts).await.unwrap();
+    prop_assert_eq!(again.version, None, "{:?}", again);
+    prop_assert_eq!(again.input_objects, 0);
+    Ok(())
+}
 
-    let rows = rows_in_key_order(&store).await;
+/// The table, one sequence, holds every row of `input` once, in clustering order, ties in
+/// `seq` order, and verifies deeply.
+pub(crate) async fn in_order_and_verified(
+    store: &Store,
+    layout: &ravel_layout::Layout,
+    input: &RecordBatch,
+) -> Result<(), TestCaseError> {
+    let rows = rows_in_key_order(store).await;
     prop_assert_eq!(rows.num_rows(), input.num_rows());
     let seq = rows
         .column_by_name("seq")
@@ -164,7 +177,7 @@ async fn check(c: Case, opts: CompactOptions) -> Result<(), TestCaseError> {
         "every row once"
     );
     // Sorted by key, and by seq among equal keys.
-    let order = ClusteringOrder::try_new(&layout, &rows.schema())
+    let order = ClusteringOrder::try_new(layout, &rows.schema())
         .unwrap()
         .unwrap();
     let keys = order.key_rows(&rows).unwrap();
@@ -181,7 +194,7 @@ async fn check(c: Case, opts: CompactOptions) -> Result<(), TestCaseError> {
     prop_assert!(seq.null_count() == 0);
 
     let verified = verify(
-        &store,
+        store,
         "t",
         &VerifyOptions {
             deep: true,
@@ -192,10 +205,6 @@ async fn check(c: Case, opts: CompactOptions) -> Result<(), TestCaseError> {
     .unwrap();
     prop_assert!(verified.holds(), "{:#?}", verified.violations);
     prop_assert_eq!(verified.rows as usize, input.num_rows());
-
-    let again = compact(&store, "t", &opts).await.unwrap();
-    prop_assert_eq!(again.version, None, "{:?}", again);
-    prop_assert_eq!(again.input_objects, 0);
     Ok(())
 }
 

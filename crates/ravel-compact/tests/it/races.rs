@@ -11,8 +11,8 @@ use object_store::ObjectStoreExt;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use ravel_compact::{CompactOptions, CompactReport, compact};
-use ravel_layout::{BucketWidth, ClusteringKey, Layout};
+use ravel_compact::{CompactOptions, CompactReport, compact, maintain};
+use ravel_layout::{BucketWidth, ClusteringKey, Layout, Maintenance, MaintenanceMode};
 use ravel_loader::{LoadOptions, Loader};
 use ravel_store::Store;
 use ravel_testkit::{FaultStore, Gate};
@@ -94,7 +94,25 @@ async fn table_on_s3() -> Table {
 }
 
 async fn filled(backend: Backend, store: Store) -> Table {
+    filled_with(backend, store, Maintenance::default()).await
+}
+
+/// The table of [`table_on_s3`] with a policy that merges its three loads (a tier of two, at
+/// most two runs).
+async fn maintained_table_on_s3() -> Table {
+    let server = ravel_testkit::S3Server::start();
+    let store = server.store("");
+    let policy = Maintenance {
+        policy: MaintenanceMode::Tiered,
+        size_ratio: 2,
+        max_depth: 2,
+    };
+    filled_with(Backend::S3(server), store, policy).await
+}
+
+async fn filled_with(backend: Backend, store: Store, maintenance: Maintenance) -> Table {
     let layout = Layout {
+        maintenance,
         time: Some("time".into()),
         clustering_key: Some(ClusteringKey {
             columns: vec!["k".into()],
@@ -150,6 +168,34 @@ impl Table {
             .await
             .expect("the compaction reached its commit");
         (task, gate)
+    }
+
+    /// Maintenance through the gated store, running until it reaches its log entry.
+    async fn held_maintenance(
+        &self,
+    ) -> (
+        tokio::task::JoinHandle<Result<CompactReport, ravel_compact::CompactError>>,
+        Gate,
+    ) {
+        let (gated, gate) = self.gated();
+        let task = tokio::spawn(async move { maintain(&gated, "t", &compact_options()).await });
+        tokio::time::timeout(Duration::from_secs(60), gate.reached())
+            .await
+            .expect("the maintenance reached its commit");
+        (task, gate)
+    }
+
+    /// Runs maintenance until it has nothing to do; returns the depth it leaves.
+    async fn maintained(&self) -> usize {
+        for _ in 0..20 {
+            let r = maintain(&self.store, "t", &compact_options())
+                .await
+                .unwrap();
+            if r.version.is_none() {
+                return r.depth_after;
+            }
+        }
+        panic!("maintenance did not converge in 20 runs");
     }
 
     /// `seq` of every row of the newest version, sorted.
@@ -299,4 +345,62 @@ async fn gc_waits_for_a_compaction_and_a_reader_of_the_old_version_keeps_reading
     assert_eq!(t.seqs().await, (0..4500).collect::<Vec<i64>>());
     let v = t.verify().await;
     assert!(v.holds(), "{:#?}", v.violations);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_load_committed_during_maintenance_stays_and_a_rerun_converges_on_s3() {
+    let t = maintained_table_on_s3().await;
+    let (task, gate) = t.held_maintenance().await;
+    t.load(4500, 6000).await;
+    gate.open();
+    let report = task.await.unwrap().unwrap();
+    assert_eq!(report.read_version, Some(2));
+    assert!(report.version.unwrap() >= 4, "after the load's version 3");
+    assert_eq!(t.seqs().await, (0..6000).collect::<Vec<i64>>());
+    assert!(t.maintained().await <= 2);
+    assert_eq!(t.seqs().await, (0..6000).collect::<Vec<i64>>());
+    let v = t.verify().await;
+    assert!(v.holds(), "{:#?}", v.violations);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn maintenance_racing_a_compaction_fails_cleanly_and_gc_collects_what_it_left_on_s3() {
+    let t = maintained_table_on_s3().await;
+    let (task, gate) = t.held_maintenance().await;
+    let winner = compact(&t.store, "t", &compact_options()).await.unwrap();
+    assert_eq!(winner.depth_after, 1);
+    gate.open();
+    let err = task.await.unwrap().unwrap_err();
+    assert!(err.is_conflict(), "{err}");
+    // The compaction left one sequence: nothing more to do.
+    let rerun = maintain(&t.store, "t", &compact_options()).await.unwrap();
+    assert_eq!(rerun.version, None, "{rerun:?}");
+    let now = ravel_gc::GcOptions::new(Duration::ZERO, false);
+    let gc = ravel_gc::gc(&t.store, "t", &now).await.unwrap();
+    assert!(gc.blocked_by.is_empty(), "{gc:?}");
+    let v = t.verify().await;
+    assert!(v.holds(), "{:#?}", v.violations);
+    assert!(v.orphans.is_empty() && v.removed_stored == 0, "{v:?}");
+    assert_eq!(t.seqs().await, (0..4500).collect::<Vec<i64>>());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gc_deletes_nothing_while_maintenance_runs_on_s3() {
+    let t = maintained_table_on_s3().await;
+    let (task, gate) = t.held_maintenance().await;
+    let now = ravel_gc::GcOptions::new(Duration::ZERO, false);
+    let blocked = ravel_gc::gc(&t.store, "t", &now).await.unwrap();
+    assert!(
+        !blocked.blocked_by.is_empty(),
+        "the maintenance's lease blocks gc"
+    );
+    assert_eq!(blocked.deleted, 0);
+    gate.open();
+    let report = task.await.unwrap().unwrap();
+    assert!(report.version.is_some(), "{report:?}");
+    assert!(t.maintained().await <= 2);
+    ravel_gc::gc(&t.store, "t", &now).await.unwrap();
+    assert_eq!(t.seqs().await, (0..4500).collect::<Vec<i64>>());
+    let v = t.verify().await;
+    assert!(v.holds() && v.orphans.is_empty(), "{v:?}");
 }

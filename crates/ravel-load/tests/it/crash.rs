@@ -5,7 +5,8 @@
 //! (content-addressed names) or reported by `gc`. Concurrent loads of different inputs into one
 //! table all become visible, every row once, no manifest overwriting another. `ravel-load
 //! compact` killed while merging, while uploading and before its log entry leaves the version
-//! before it; the rerun compacts, and `gc` collects what the killed run left.
+//! before it; the rerun compacts, and `gc` collects what the killed run left. So does
+//! `ravel-load maintain` killed while merging.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -78,11 +79,11 @@ fn hits_table(server: &S3Server, prefix: &str) -> String {
 }
 
 /// The load command of these tests: small objects, a small budget, so that a load of 60k rows
-/// makes several runs of several objects.
+/// makes several runs of several objects, left as they are (no maintenance).
 fn load_args(url: &str, input: &Path) -> String {
     format!(
         "load --store {url} --table hits --input {} --object-bytes 700000 --target-bytes 6000000 \
-         --load-budget 60000000 --pipeline-depth 2 --zstd-level 1 --json",
+         --load-budget 60000000 --pipeline-depth 2 --zstd-level 1 --no-maintain --json",
         p(input)
     )
 }
@@ -494,4 +495,22 @@ fn a_compaction_killed_before_its_log_entry_leaves_the_old_version_and_reruns() 
     let (url, compact) = overlapping_table(&server, "cc", dir.path());
     let stall = server.stall(http::Method::PUT, "/cc/hits/_delta_log/", 0);
     compaction_killed_at(&server, &url, &compact, stall);
+}
+
+#[test]
+fn maintenance_killed_while_merging_leaves_the_old_version_and_reruns() {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (url, _) = overlapping_table(&server, "mm", dir.path());
+    // Two loads of similar size are one tier of two: the policy merges them.
+    ok(
+        &server,
+        &format!("layout --store {url} --table hits maintenance set --size-ratio 2 --max-depth 2"),
+    );
+    let maintain = format!(
+        "maintain --store {url} --table hits --object-bytes 700000 --load-budget 60000000 \
+         --pipeline-depth 2 --fan-in 3 --zstd-level 1 --json"
+    );
+    let stall = server.stall(http::Method::GET, "/mm/hits/data/", 40);
+    compaction_killed_at(&server, &url, &maintain, stall);
 }

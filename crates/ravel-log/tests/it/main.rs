@@ -86,6 +86,8 @@ impl Fixture {
                     .map(|o| format!("t/data/{o}.parquet"))
                     .collect(),
                 configuration: BTreeMap::new(),
+                written_bytes: if op == Operation::Compaction { 250 } else { 0 },
+                full: op == Operation::Compaction && removes.len() > 2,
             })
             .await
     }
@@ -349,4 +351,54 @@ async fn readers_start_from_the_newest_checkpoint() {
         .await
         .unwrap();
     assert!(matches!(f.log.latest().await, Err(LogError::Parse { .. })));
+}
+
+#[tokio::test]
+async fn every_entry_carries_the_totals_and_a_full_compaction_starts_them_over() {
+    let f = fixture();
+    let totals = |f: &Fixture| {
+        let log = f.log.clone();
+        async move { log.totals(&log.latest().await.unwrap()).await.unwrap() }
+    };
+    for i in 0..3 {
+        let m = manifest(&format!("l{i}"), &[&format!("o{i}a"), &format!("o{i}b")]);
+        f.commit(Operation::Load, &m, &[]).await.unwrap();
+    }
+    let t = totals(&f).await;
+    assert_eq!((t.loaded_bytes, t.loaded_since_full_bytes), (600, 600));
+    assert_eq!(t.written_bytes, 0);
+    // A partial merge (two inputs) adds its written bytes; loaded bytes stay.
+    f.commit(
+        Operation::Compaction,
+        &manifest("m", &["m1"]),
+        &["o0a", "o0b"],
+    )
+    .await
+    .unwrap();
+    let t = totals(&f).await;
+    assert_eq!((t.written_bytes, t.written_since_full_bytes), (250, 250));
+    assert_eq!(t.write_amplification(), 250.0 / 600.0);
+    // A full compaction (the fixture marks merges of more than two inputs full).
+    f.commit(
+        Operation::Compaction,
+        &manifest("n", &["n1"]),
+        &["m1", "o1a", "o1b"],
+    )
+    .await
+    .unwrap();
+    let t = totals(&f).await;
+    assert_eq!((t.loaded_bytes, t.written_bytes), (600, 500));
+    assert_eq!(
+        (t.loaded_since_full_bytes, t.written_since_full_bytes),
+        (0, 0)
+    );
+    // At a checkpoint (version 10) no entry is replayed: the totals come from its entry.
+    for i in 3..9 {
+        let m = manifest(&format!("l{i}"), &[&format!("o{i}")]);
+        f.commit(Operation::Load, &m, &[]).await.unwrap();
+    }
+    assert!(f.log.newest_checkpoint().await.unwrap().is_some());
+    let t = totals(&f).await;
+    assert_eq!(f.log.latest().await.unwrap().version, Some(10));
+    assert_eq!((t.loaded_bytes, t.loaded_since_full_bytes), (1200, 600));
 }

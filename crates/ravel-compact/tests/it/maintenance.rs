@@ -1,0 +1,133 @@
+//! The maintenance policy on arbitrary tables: each case is loaded in several loads, each
+//! followed by the policy (size ratio and depth bound drawn per case). After every load:
+//!
+//! - the overlap depth is within the policy's bound, and the table verifies deeply;
+//! - every row is there once.
+//!
+//! At the end a full compaction leaves one sequence in which rows with equal sort keys keep
+//! their order (earlier loads first, then input order): the policy's merges kept each row's
+//! place among equal keys.
+
+use arrow::array::{AsArray, RecordBatch};
+use arrow::datatypes::Int64Type;
+use object_store::ObjectStoreExt;
+use proptest::prelude::*;
+use ravel_compact::{CompactError, CompactOptions, compact, maintain};
+use ravel_layout::{Maintenance, MaintenanceMode};
+use ravel_store::Store;
+use ravel_testkit::arbitrary::{Case, case, cases, split};
+use ravel_verify::{VerifyOptions, verify};
+
+use crate::properties::{in_order_and_verified, load, load_options, table};
+
+fn options() -> CompactOptions {
+    CompactOptions {
+        load: load_options(),
+        fan_in: None,
+        max_input_bytes: None,
+        dry_run: false,
+    }
+}
+
+/// Every `seq` of the newest version, sorted.
+async fn every_seq(store: &Store) -> Vec<i64> {
+    let mut seen = Vec::new();
+    for m in ravel_testkit::published(store, "t").await {
+        for o in &m.objects {
+            let bytes = store
+                .object_store()
+                .get(&object_store::path::Path::from(o.key.as_str()))
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap();
+            let reader =
+                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+                    .unwrap()
+                    .build()
+                    .unwrap();
+            for b in reader {
+                let b: RecordBatch = b.unwrap();
+                let seq = b.column_by_name("seq").unwrap().as_primitive::<Int64Type>();
+                seen.extend(seq.values().iter().copied());
+            }
+        }
+    }
+    seen.sort_unstable();
+    seen
+}
+
+async fn check(c: Case, loads: usize, policy: Maintenance) -> Result<(), TestCaseError> {
+    let (mut layout, input) = table(&c);
+    if input.num_rows() == 0 || layout.clustering_key.is_none() {
+        return Ok(());
+    }
+    layout.maintenance = policy;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().to_str().unwrap()).unwrap();
+    ravel_testkit::set_layout(&store, "t", &layout).await;
+    let pieces = split(&c, &input);
+    let per_load = pieces.len().div_ceil(loads).max(1);
+    let mut loaded = 0;
+    for load_pieces in pieces.chunks(per_load) {
+        if load_pieces.iter().all(|b| b.num_rows() == 0) {
+            continue;
+        }
+        load(&store, load_pieces).await;
+        loaded += load_pieces.iter().map(|b| b.num_rows()).sum::<usize>();
+        let report = maintain(&store, "t", &options()).await.unwrap();
+        prop_assert!(
+            report.depth_after <= policy.max_depth as usize,
+            "depth {} over the bound {}: {:?}",
+            report.depth_after,
+            policy.max_depth,
+            report
+        );
+        prop_assert_eq!(report.output_rows, report.input_rows);
+        let again = maintain(&store, "t", &options()).await.unwrap();
+        prop_assert_eq!(
+            again.version,
+            None,
+            "a second run has nothing to do: {:?}",
+            again
+        );
+        let verified = verify(&store, "t", &deep()).await.unwrap();
+        prop_assert!(verified.holds(), "{:#?}", verified.violations);
+        prop_assert!(every_seq(&store).await.into_iter().eq(0..loaded as i64));
+    }
+    match compact(&store, "t", &options()).await {
+        Ok(_) => in_order_and_verified(&store, &layout, &input).await,
+        Err(CompactError::NotClustered(_)) => Ok(()),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn deep() -> VerifyOptions {
+    VerifyOptions {
+        deep: true,
+        ..VerifyOptions::default()
+    }
+}
+
+fn policy() -> impl Strategy<Value = Maintenance> {
+    (2u32..=4, 0u32..=2).prop_map(|(size_ratio, extra)| Maintenance {
+        policy: MaintenanceMode::Tiered,
+        size_ratio,
+        max_depth: size_ratio + extra,
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(16), ..ProptestConfig::default() })]
+
+    #[test]
+    fn maintenance_after_every_load_keeps_rows_ties_and_the_depth_bound(
+        c in case(600),
+        loads in 3usize..=9,
+        policy in policy(),
+    ) {
+        let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+        rt.block_on(check(c, loads, policy))?;
+    }
+}
