@@ -3,7 +3,7 @@
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use ravel_store::Store;
-use ravel_verify::{VerifyOptions, VerifyReport, verify};
+use ravel_verify::{ClusteringInfo, VerifyOptions, VerifyReport, verify};
 
 #[derive(Args)]
 pub struct VerifyArgs {
@@ -16,7 +16,7 @@ pub struct VerifyArgs {
     /// Also read every object's rows: clustering order and true key ranges.
     #[arg(long)]
     pub deep: bool,
-    /// Key points sampled for the overlap depth.
+    /// Accepted for compatibility and ignored: the clustering figures are exact, not sampled.
     #[arg(long, default_value_t = 1000)]
     pub sample_points: usize,
     /// Print the report as JSON.
@@ -71,11 +71,8 @@ fn print_report(r: &VerifyReport) {
         );
     }
     match &r.overlap {
-        Some(o) => println!(
-            "overlap depth over {} key points: mean {:.2}, max {} (1.0 = no two objects share a key range)",
-            o.points, o.mean, o.max
-        ),
-        None => println!("overlap depth: no key ranges (arrival-order table)"),
+        Some(c) => print_clustering(c),
+        None => println!("clustering: no key ranges (arrival-order table)"),
     }
     if !r.orphans.is_empty() {
         println!(
@@ -102,4 +99,18 @@ fn print_report(r: &VerifyReport) {
             println!("VIOLATION {}: {}", v.object, v.problem);
         }
     }
+}
+
+/// The clustering figures on two lines: the summary, then the objects by depth.
+fn print_clustering(c: &ClusteringInfo) {
+    println!(
+        "clustering: {} objects, depth max {}, average depth {:.2}, average overlaps {:.2} (touching ends counted once)",
+        c.total_objects, c.max_depth, c.average_depth, c.average_overlaps
+    );
+    let histogram: Vec<String> = c
+        .depth_histogram
+        .iter()
+        .map(|(depth, objects)| format!("{depth}: {objects}"))
+        .collect();
+    println!("objects by depth: {}", histogram.join(", "));
 }

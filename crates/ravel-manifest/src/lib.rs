@@ -2,7 +2,10 @@
 //! The table is the union of its manifests' objects. Also the manifest's encoding of sort keys
 //! (JSON values) and their order, so that writers and readers agree on both.
 
+pub mod clustering;
 mod schema;
+
+pub use clustering::{ClusteringInfo, clustering_info};
 
 pub use schema::{
     NullabilityDifference, SchemaDifference, nullability_differences, schema_difference,

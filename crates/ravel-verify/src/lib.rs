@@ -9,10 +9,16 @@
 //! `data/` that no manifest lists are orphans (a failed or killed load leaves them), reported
 //! but not violations.
 //!
-//! The report also measures clustering quality as the **overlap depth**: for sample key points
-//! (the objects' first and last keys), how many objects' key ranges contain each point.
+//! The report also measures how well the table is clustered, exactly and as Snowflake's
+//! `SYSTEM$CLUSTERING_INFORMATION` does (see [`ravel_manifest::clustering`]): the depth at a key
+//! is the number of objects covering it, an object covering its first key up to but not
+//! including its last (a one-key object its key), so that neighbours whose boundary keys are
+//! equal count once; the report gives the largest depth, the average depth and overlaps per
+//! object and the objects by depth, over the objects of the newest load's sort key.
 
 mod delta;
+
+pub use ravel_manifest::ClusteringInfo;
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashSet};
@@ -26,7 +32,9 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::metadata::{FooterTail, ParquetMetaData, ParquetMetaDataReader};
 use ravel_layout::{ClusteringOrder, Layout, LayoutError, LayoutStore};
 use ravel_log::TableLog;
-use ravel_manifest::{Manifest, ManifestError, ObjectEntry, compare_keys, key_value};
+use ravel_manifest::{
+    Manifest, ManifestError, ObjectEntry, clustering_info, compare_keys, key_value,
+};
 use ravel_store::{Store, StoreError};
 use serde::Serialize;
 use serde_json::Value;
@@ -36,7 +44,8 @@ use serde_json::Value;
 pub struct VerifyOptions {
     /// Read every object's rows: clustering order and the true key range.
     pub deep: bool,
-    /// Key points sampled for the overlap depth, at most.
+    /// Not used: the clustering figures are exact over every object, none is sampled. Kept
+    /// so that callers that set it (and `verify --sample-points`) still work.
     pub sample_points: usize,
 }
 
@@ -66,14 +75,6 @@ pub struct Sizes {
     pub max: u64,
 }
 
-/// Overlap depth over the sampled key points.
-#[derive(Debug, Clone, Serialize)]
-pub struct Overlap {
-    pub points: usize,
-    pub mean: f64,
-    pub max: usize,
-}
-
 /// The outcome of [`verify`].
 #[derive(Debug, Clone, Serialize)]
 pub struct VerifyReport {
@@ -87,7 +88,9 @@ pub struct VerifyReport {
     pub rows: u64,
     pub bytes: u64,
     pub sizes: Option<Sizes>,
-    pub overlap: Option<Overlap>,
+    /// How well the objects of the newest load's sort key are clustered (touching ends counted
+    /// once); `None` when none has a key range (a table in arrival order).
+    pub overlap: Option<ClusteringInfo>,
     pub deep: bool,
     pub violations: Vec<Violation>,
     /// Objects under `data/` that no version lists: left by loads or compactions that failed or
@@ -299,7 +302,7 @@ pub async fn verify(
             max: sizes[sizes.len() - 1],
         }),
         // Keys of different layouts do not compare: the depth is over the newest load's key.
-        overlap: overlap_depth(
+        overlap: clustering_info(
             &manifests
                 .last()
                 .map(|(_, newest)| {
@@ -309,7 +312,6 @@ pub async fn verify(
                         .collect::<Vec<_>>()
                 })
                 .unwrap_or_default(),
-            opts.sample_points,
         ),
         deep: opts.deep,
         violations,
@@ -866,37 +868,4 @@ fn row_problems(
         Err(e) => out.push(format!("sort key cannot be computed: {e}")),
     }
     out
-}
-
-/// For the sample key points (objects' first and last keys, evenly thinned to `max_points`),
-/// how many objects' key ranges contain each.
-fn overlap_depth(objects: &[&ObjectEntry], max_points: usize) -> Option<Overlap> {
-    let ranges: Vec<(&Vec<Value>, &Vec<Value>)> = objects
-        .iter()
-        .filter_map(|o| Some((o.first_key.as_ref()?, o.last_key.as_ref()?)))
-        .collect();
-    if ranges.is_empty() || max_points == 0 {
-        return None;
-    }
-    let mut points: Vec<&Vec<Value>> = ranges.iter().flat_map(|(f, l)| [*f, *l]).collect();
-    points.sort_by(|a, b| compare_keys(a, b));
-    let step = points.len().div_ceil(max_points).max(1);
-    let sample: Vec<&Vec<Value>> = points.into_iter().step_by(step).collect();
-    let depths: Vec<usize> = sample
-        .iter()
-        .map(|p| {
-            ranges
-                .iter()
-                .filter(|(f, l)| {
-                    compare_keys(f, p) != Ordering::Greater
-                        && compare_keys(p, l) != Ordering::Greater
-                })
-                .count()
-        })
-        .collect();
-    Some(Overlap {
-        points: depths.len(),
-        mean: depths.iter().sum::<usize>() as f64 / depths.len() as f64,
-        max: depths.iter().copied().max().unwrap_or(0),
-    })
 }

@@ -458,7 +458,7 @@ fn compaction_killed_at(server: &S3Server, url: &str, compact: &str, stall: Stal
     );
     let done = verified(server, url);
     assert_eq!(done["rows"], 40_000);
-    assert_eq!(done["overlap"]["max"], 1, "{done}");
+    assert_eq!(done["overlap"]["max_depth"], 1, "{done}");
     assert_eq!(done["orphans"], serde_json::json!([]), "{done}");
     assert_eq!(done["removed_stored"], 0, "{done}");
     let gc: serde_json::Value = serde_json::from_str(&ok(

@@ -7,5 +7,6 @@ mod compact;
 mod crash;
 mod delta;
 mod hostile;
+mod maintain;
 mod query;
 mod versions;

@@ -94,9 +94,18 @@ async fn a_loaded_table_verifies_with_its_figures() {
     assert_eq!(report.objects, files.len());
     assert_eq!(report.manifests, 1);
     assert!(report.orphans.is_empty());
-    let overlap = report.overlap.unwrap();
-    // Several runs over the same counters: some key points lie in more than one object.
-    assert!(overlap.max >= 2 && overlap.mean > 1.0, "{overlap:?}");
+    let clustering = report.overlap.unwrap();
+    // Several runs over the same counters: some keys lie in more than one object.
+    assert!(
+        clustering.max_depth >= 2 && clustering.average_depth > 1.0,
+        "{clustering:?}"
+    );
+    assert!(clustering.average_overlaps > 0.0, "{clustering:?}");
+    assert_eq!(clustering.total_objects, files.len());
+    assert_eq!(
+        clustering.depth_histogram.values().sum::<usize>(),
+        files.len()
+    );
     let sizes = report.sizes.unwrap();
     assert!(sizes.min <= sizes.median && sizes.median <= sizes.max);
 
