@@ -508,7 +508,10 @@ fn verify_passes_a_loaded_table_and_fails_a_damaged_one() {
     ok(&format!("demo --dir {d} --store {s} --rows 20000"));
     let out = ok(&format!("verify --store {s} --table hits --deep"));
     assert!(out.contains("20000 rows"), "{out}");
-    assert!(out.contains("clustering: ") && out.contains("depth max 1"), "{out}");
+    assert!(
+        out.contains("clustering: ") && out.contains("depth max 1"),
+        "{out}"
+    );
     assert!(out.contains("ok: every promise holds"), "{out}");
     let json: serde_json::Value =
         serde_json::from_str(&ok(&format!("verify --store {s} --table hits --json"))).unwrap();
