@@ -25,7 +25,7 @@ pub const JULY_2013_START: i64 = 1_372_636_800;
 /// 2013-08-01 00:00:00 UTC.
 pub const JULY_2013_END: i64 = JULY_2013_START + 31 * 86_400;
 const SLICE_SECONDS: i64 = 3_600;
-const SLICES: usize = (31 * 86_400 / SLICE_SECONDS) as usize;
+const SLICES_PER_DAY: usize = (86_400 / SLICE_SECONDS) as usize;
 
 /// What to generate.
 #[derive(Debug, Clone)]
@@ -35,6 +35,10 @@ pub struct GenOptions {
     pub convention: Convention,
     /// Rows per batch (the last batch may be shorter).
     pub batch_rows: usize,
+    /// The first day of the event times, in days after 2013-07-01.
+    pub first_day: u32,
+    /// Days the event times span (at least 1).
+    pub days: u32,
 }
 
 impl Default for GenOptions {
@@ -44,6 +48,8 @@ impl Default for GenOptions {
             seed: 1,
             convention: Convention::default(),
             batch_rows: 65_536,
+            first_day: 0,
+            days: 31,
         }
     }
 }
@@ -110,10 +116,11 @@ impl Generator {
         let model = Model::new(opts.seed, opts.rows);
         // Daily cycle: busiest around 14:00 UTC (evening in Moscow), quietest around 02:00;
         // weekends a little quieter.
-        let weights: Vec<f64> = (0..SLICES)
+        let slices = opts.days.max(1) as usize * SLICES_PER_DAY;
+        let weights: Vec<f64> = (0..slices)
             .map(|s| {
                 let hour = (s % 24) as f64;
-                let day = s / 24; // 2013-07-01 was a Monday.
+                let day = opts.first_day as usize + s / 24; // 2013-07-01 was a Monday.
                 let weekend = if day % 7 >= 5 { 0.85 } else { 1.0 };
                 weekend * (1.0 + 0.7 * ((hour - 14.0) / 24.0 * std::f64::consts::TAU).cos())
             })
@@ -148,12 +155,22 @@ impl Generator {
         self.schema.clone()
     }
 
+    /// The first second of the event times.
+    fn first_second(&self) -> i64 {
+        JULY_2013_START + i64::from(self.opts.first_day) * 86_400
+    }
+
+    /// The second past the last event time.
+    fn end_second(&self) -> i64 {
+        self.first_second() + i64::from(self.opts.days.max(1)) * 86_400
+    }
+
     /// Starts the sessions of the next slice and moves the hits before its end to `ready`.
     fn advance_slice(&mut self) {
         let s = self.slice;
-        let start = JULY_2013_START + s as i64 * SLICE_SECONDS;
+        let start = self.first_second() + s as i64 * SLICE_SECONDS;
         let end = start + SLICE_SECONDS;
-        let last = s + 1 == SLICES;
+        let last = s + 1 == self.quotas.len();
         while self.started_rows < self.quotas[s] {
             let room = self.opts.rows - self.started_rows;
             self.start_session(start, room);
@@ -170,6 +187,7 @@ impl Generator {
     }
 
     fn start_session(&mut self, slice_start: i64, room: u64) {
+        let end = self.end_second();
         let r = &mut self.session_rng;
         // Active users are drawn more often: a power law over user numbers.
         let u = ((r.random::<f64>().powi(2)) * self.model.users as f64) as u64;
@@ -231,7 +249,7 @@ impl Generator {
                 0
             };
             self.pending.push(Hit {
-                t: t.min(JULY_2013_END - 1),
+                t: t.min(end - 1),
                 seq: self.seq,
                 hit_no,
                 page,
@@ -253,7 +271,7 @@ impl Generator {
         if want == 0 {
             return None;
         }
-        while self.ready.len() < want && self.slice < SLICES {
+        while self.ready.len() < want && self.slice < self.quotas.len() {
             self.advance_slice();
         }
         let hits: Vec<Hit> = self.ready.drain(..want.min(self.ready.len())).collect();
@@ -590,4 +608,68 @@ pub fn generate(opts: GenOptions) -> (SchemaRef, Vec<RecordBatch>) {
     let g = Generator::new(opts);
     let schema = g.schema();
     (schema, g.collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::Array;
+    use arrow::compute::concat_batches;
+
+    use super::*;
+
+    fn fnv(h: &mut u64, bytes: &[u8]) {
+        for b in bytes {
+            *h ^= u64::from(*b);
+            *h = h.wrapping_mul(0x100_0000_01b3);
+        }
+    }
+
+    /// FNV-1a over each column's name and buffers, all rows in one batch.
+    fn checksum(opts: GenOptions) -> u64 {
+        let (schema, batches) = generate(opts);
+        let b = concat_batches(&schema, &batches).unwrap();
+        let mut h = 0xcbf2_9ce4_8422_2325;
+        for (field, col) in schema.fields().iter().zip(b.columns()) {
+            fnv(&mut h, field.name().as_bytes());
+            for buf in col.to_data().buffers() {
+                fnv(&mut h, buf.as_slice());
+            }
+        }
+        h
+    }
+
+    /// The default days (all of July 2013) give the rows the generator gave before it took a
+    /// first day and a number of days: the checksums were recorded from that generator.
+    #[test]
+    fn the_default_days_give_the_rows_of_july_as_before() {
+        let raw = GenOptions {
+            rows: 3_000,
+            seed: 1,
+            ..GenOptions::default()
+        };
+        assert_eq!(checksum(raw), 0x2a7e_bd51_3a85_57a5);
+        let typed = GenOptions {
+            rows: 20_000,
+            seed: 7,
+            convention: Convention::Typed,
+            ..GenOptions::default()
+        };
+        assert_eq!(checksum(typed), 0xb897_316d_bee9_ba61);
+    }
+
+    /// A later span keeps the weekly cycle of its absolute days: a weekend day gets fewer rows
+    /// than the weekday before it.
+    #[test]
+    fn a_span_keeps_the_weekday_of_its_days() {
+        // Days 5 and 6 after 2013-07-01 (a Monday) are a Saturday and a Sunday; day 4 a Friday.
+        let g = Generator::new(GenOptions {
+            rows: 100_000,
+            first_day: 4,
+            days: 2,
+            ..GenOptions::default()
+        });
+        let friday = g.quotas[SLICES_PER_DAY - 1];
+        let saturday = g.quotas[2 * SLICES_PER_DAY - 1] - friday;
+        assert!(saturday * 100 < friday * 90, "{saturday} vs {friday}");
+    }
 }

@@ -18,8 +18,30 @@ fn make(rows: u64, seed: u64, convention: Convention, batch_rows: usize) -> Reco
         seed,
         convention,
         batch_rows,
+        ..GenOptions::default()
     });
     concat_batches(&schema, &batches).unwrap()
+}
+
+/// Rows of one day after July: every event time and date on that day.
+#[test]
+fn a_later_day_holds_only_that_day() {
+    let (schema, batches) = generate(GenOptions {
+        rows: 5_000,
+        first_day: 40,
+        days: 1,
+        convention: Convention::Typed,
+        ..GenOptions::default()
+    });
+    let b = concat_batches(&schema, &batches).unwrap();
+    assert_eq!(b.num_rows(), 5_000);
+    let day = JULY_2013_START + 40 * 86_400;
+    let times = b.column_by_name("EventTime").unwrap();
+    let times = times.as_primitive::<TimestampSecondType>().values();
+    assert!(times.iter().all(|t| (day..day + 86_400).contains(t)));
+    let dates = b.column_by_name("EventDate").unwrap();
+    let dates = dates.as_primitive::<Date32Type>().values();
+    assert!(dates.iter().all(|d| i64::from(*d) == day / 86_400));
 }
 
 fn i64s(b: &RecordBatch, name: &str) -> Vec<i64> {
@@ -96,6 +118,7 @@ fn exact_row_counts_and_batch_sizes() {
             seed: 1,
             convention: Convention::default(),
             batch_rows: batch,
+            ..GenOptions::default()
         });
         assert_eq!(
             batches.iter().map(|b| b.num_rows() as u64).sum::<u64>(),

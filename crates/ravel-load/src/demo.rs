@@ -41,6 +41,8 @@ pub fn run(args: DemoArgs) -> Result<()> {
         out: input.clone(),
         convention: ConventionArg::Raw,
         strings: StringsArg::Binary,
+        first_day: 0,
+        days: 31,
     })?;
     let store_dir = args.store.clone();
     let store = Store::create(store_dir.to_str().context("store path is not UTF-8")?)?;

@@ -6,7 +6,9 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use ravel_hits::{Convention, GenOptions, Strings};
+use ravel_hits::{Convention, GenOptions, JULY_2013_START, Strings};
+
+use crate::BadInput;
 
 #[derive(Args, Debug, Clone)]
 pub struct GenArgs {
@@ -26,6 +28,13 @@ pub struct GenArgs {
     /// String type under the raw convention.
     #[arg(long, value_enum, default_value_t = StringsArg::Binary)]
     pub strings: StringsArg,
+    /// First day of the event times, in days after 2013-07-01 (31: 2013-08-01); weekdays and
+    /// the daily cycle follow the absolute day.
+    #[arg(long, default_value_t = 0)]
+    pub first_day: u32,
+    /// Days the event times span, from the first day (at least 1).
+    #[arg(long, default_value_t = 31)]
+    pub days: u32,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,7 +64,28 @@ pub fn convention(convention: ConventionArg, strings: StringsArg) -> Convention 
     }
 }
 
+/// Refuses days that hold no rows, and days past what the raw convention's EventDate (UInt16
+/// days since 1970) can hold.
+fn check_days(args: &GenArgs) -> Result<(), BadInput> {
+    if args.days == 0 {
+        return Err(BadInput("--days 0: the rows need at least one day".into()));
+    }
+    let first = JULY_2013_START / 86_400 + i64::from(args.first_day);
+    let last = first + i64::from(args.days) - 1;
+    if matches!(args.convention(), Convention::Raw(_)) && last > i64::from(u16::MAX) {
+        return Err(BadInput(format!(
+            "--first-day {} --days {}: the raw convention's EventDate (UInt16 days since 1970) \
+             ends at day {}; the last day would be {last} (--convention typed has no such bound)",
+            args.first_day,
+            args.days,
+            u16::MAX
+        )));
+    }
+    Ok(())
+}
+
 pub fn run(args: GenArgs) -> Result<()> {
+    check_days(&args)?;
     let started = Instant::now();
     let bar = ProgressBar::new(args.rows).with_style(
         ProgressStyle::with_template(
@@ -67,6 +97,8 @@ pub fn run(args: GenArgs) -> Result<()> {
         rows: args.rows,
         seed: args.seed,
         convention: args.convention(),
+        first_day: args.first_day,
+        days: args.days,
         ..GenOptions::default()
     };
     let written = ravel_hits::write_generated(opts, &args.out, |rows| bar.set_position(rows))

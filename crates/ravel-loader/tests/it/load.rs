@@ -41,6 +41,7 @@ async fn load_and_check(store: Store) {
         seed: 11,
         convention: Convention::default(),
         batch_rows: 10_000,
+        ..GenOptions::default()
     });
     ravel_testkit::set_layout(&store, "hits", &ravel_hits::layout()).await;
 
@@ -265,6 +266,7 @@ async fn tsv_and_both_parquet_conventions_load_the_same_rows() {
                 seed: 5,
                 convention: conv,
                 batch_rows: 4096,
+                ..GenOptions::default()
             },
             &path,
             |_| {},
