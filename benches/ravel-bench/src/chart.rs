@@ -85,6 +85,23 @@ fn trim(v: f64) -> String {
     s.strip_suffix(".0").unwrap_or(&s).to_string()
 }
 
+/// A whole number's label; none between whole numbers (an axis of counts).
+fn whole_label(v: f64) -> String {
+    match v.fract() == 0.0 {
+        true => format!("{v:.0}"),
+        false => String::new(),
+    }
+}
+
+/// A value's label: counts as [`count_label`], smaller values with up to two decimals.
+fn value_label(v: f64) -> String {
+    if v >= 1e3 {
+        return count_label(v);
+    }
+    let s = format!("{v:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 /// A line's legend: its name, and where it failed.
 fn legend(s: &Series) -> String {
     if s.failed_at.is_empty() {
@@ -164,6 +181,91 @@ where
         .draw()
         .map_err(drawing)?;
     Ok(())
+}
+
+/// A named line of points (x, y).
+pub struct Line {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A panel of lines against a linear x axis starting at 0: its caption, its axes' names, and
+/// its lines (a panel without points draws its axes and caption alone).
+pub struct LinePanel {
+    pub caption: String,
+    pub x_desc: &'static str,
+    pub y_desc: &'static str,
+    pub lines: Vec<Line>,
+}
+
+/// Draws `p` on `area`, one colour per line, a dot at every point.
+pub fn line_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    p: &LinePanel,
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let pts = || p.lines.iter().flat_map(|l| &l.points);
+    let right = pts().map(|q| q.0).fold(1.0, f64::max);
+    let top = pts().map(|q| q.1).fold(0.0, f64::max).max(1e-9) * 1.15;
+    let mut chart = ChartBuilder::on(area)
+        .caption(&p.caption, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..right, 0.0..top)
+        .map_err(drawing)?;
+    chart
+        .configure_mesh()
+        .x_desc(p.x_desc)
+        .y_desc(p.y_desc)
+        .x_labels(right.min(10.0) as usize + 1)
+        .x_label_formatter(&|v| whole_label(*v))
+        .y_label_formatter(&|v| value_label(*v))
+        .max_light_lines(0)
+        .draw()
+        .map_err(drawing)?;
+    for (i, l) in p.lines.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(LineSeries::new(l.points.clone(), color.stroke_width(2)))
+            .map_err(drawing)?
+            .label(&l.name)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
+        chart
+            .draw_series(l.points.iter().map(|q| Circle::new(*q, 3, color.filled())))
+            .map_err(drawing)?;
+    }
+    if pts().next().is_some() {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(drawing)?;
+    }
+    Ok(())
+}
+
+/// Panels as SVG text in a grid of `columns`, each 640 × 440, under `title`.
+pub fn grid_svg(panels: &[LinePanel], columns: usize, title: &str) -> Result<String> {
+    let rows = panels.len().div_ceil(columns.max(1));
+    let size = (640 * columns as u32, 440 * rows as u32 + 40);
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, size).into_drawing_area();
+        root.fill(&WHITE).map_err(drawing)?;
+        let root = root.titled(title, ("sans-serif", 22)).map_err(drawing)?;
+        for (area, p) in root.split_evenly((rows, columns)).iter().zip(panels) {
+            line_panel(area, p)?;
+        }
+        root.present().map_err(drawing)?;
+    }
+    Ok(out)
 }
 
 /// The chart as SVG text: rows/s on the left, peak RSS on the right.

@@ -7,6 +7,7 @@ mod ab;
 mod chart;
 mod compare;
 mod exec;
+mod ingest;
 mod machine;
 mod presort;
 mod result;
@@ -66,6 +67,10 @@ enum Cmd {
     Scale(ScaleArgs),
     /// Draw the scaling chart (rows/s and peak RSS against rows) of results at several sizes.
     Chart(ChartArgs),
+    /// Grow a table by many small loads, each followed by its maintenance policy, against the
+    /// same rows compacted to depth 1 after every load: seconds, write amplification, depth
+    /// and the point statements' cold traffic; writes `ingest.json` and `ingest.svg`.
+    Ingest(ingest::IngestArgs),
     /// Write the rows of a Parquet file sorted by the hits clustering key (the input of
     /// `load-presorted`; `run` and `ab` call it as a child process so that their own memory
     /// stays small: a child's peak RSS counts its parent's at the fork).
@@ -230,6 +235,7 @@ fn main() -> Result<()> {
                 .collect::<Result<Vec<_>>>()?;
             draw_chart(&results, &a.out)
         }
+        Cmd::Ingest(a) => ingest::run(a),
         Cmd::Presort { input, out, memory } => presort::presort(&input, &out, memory),
         Cmd::ClusterGain {
             rows,
@@ -238,6 +244,14 @@ fn main() -> Result<()> {
             zstd,
         } => cluster_gain(rows, seed, row_group, zstd),
     }
+}
+
+/// The ravel-load binary: `bin`, or the one beside this ravel-bench.
+fn ravel_load_bin(bin: Option<&Path>) -> Result<PathBuf> {
+    Ok(match bin {
+        Some(b) => b.to_path_buf(),
+        None => std::env::current_exe()?.with_file_name("ravel-load"),
+    })
 }
 
 fn build_of(bin: &Path) -> Result<Build> {
@@ -276,11 +290,17 @@ impl Drop for WorkDir {
 }
 
 fn work_dir(data: &DataArgs) -> Result<WorkDir> {
-    let (path, remove) = match &data.dir {
-        Some(d) => (d.clone(), false),
+    new_work_dir(data.dir.as_deref(), data.keep)
+}
+
+/// The working directory `dir` (kept), or a new one in the system's temp dir, removed at the
+/// end unless `keep`.
+fn new_work_dir(dir: Option<&Path>, keep: bool) -> Result<WorkDir> {
+    let (path, remove) = match dir {
+        Some(d) => (d.to_path_buf(), false),
         None => (
             std::env::temp_dir().join(format!("ravel-bench-{}", std::process::id())),
-            !data.keep,
+            !keep,
         ),
     };
     std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
@@ -438,10 +458,7 @@ fn run(args: RunArgs) -> Result<()> {
 
 /// Generates `rows` rows (or reuses them) and runs the steps and peers `opts.repeat` times.
 fn run_steps(data: &DataArgs, rows: u64, opts: &RunOpts, drop_tables: bool) -> Result<BenchResult> {
-    let bin = match &opts.bin {
-        Some(b) => b.clone(),
-        None => std::env::current_exe()?.with_file_name("ravel-load"),
-    };
+    let bin = ravel_load_bin(opts.bin.as_deref())?;
     let build = build_of(&bin)?;
     let machine = machine::facts();
     let started = chrono::Utc::now().to_rfc3339();

@@ -91,7 +91,7 @@ pub struct Peers {
     pub python: String,
 }
 
-const TABLE: &str = "hits";
+pub const TABLE: &str = "hits";
 const MB: f64 = 1e6;
 
 fn file_bytes(p: &Path) -> u64 {
@@ -160,7 +160,7 @@ fn layout(bin: &Path, store: &Path, args: &[&str]) -> Result<()> {
 }
 
 /// A fresh table in `store` loaded from `input`; `clustered` sets the hits clustering key.
-fn load(
+pub fn load(
     name: &str,
     bin: &Path,
     store: &Path,
@@ -272,7 +272,7 @@ fn sorted_figures(report: &Value, f: &mut BTreeMap<String, f64>) {
 
 /// The flags of `load_args` that `compact` takes too (the budget and the objects' geometry),
 /// with their values.
-fn compact_args(load_args: &[String]) -> Vec<String> {
+pub fn compact_args(load_args: &[String]) -> Vec<String> {
     const SHARED: [&str; 4] = [
         "--load-budget",
         "--object-bytes",
@@ -376,10 +376,9 @@ fn verify(bin: &Path, store: &Path) -> Result<Step> {
     })
 }
 
-/// `bench-queries` once: its cold runs make `queries-cold`, its hot runs `queries-hot`. Both
-/// steps share the process, so both carry its wall (`process_wall_s`) and peak RSS; their
-/// `wall_s` is the sum of their statements' times.
-fn queries(bin: &Path, store: &Path, queries: &Path, want: &[StepName]) -> Result<Vec<Step>> {
+/// `ravel-load bench-queries --json` of `queries` against the table in `store`: the process
+/// measured and its array of statement runs (each cold, then hot).
+pub fn bench_queries(bin: &Path, store: &Path, queries: &Path) -> Result<(Measured, Vec<Value>)> {
     let m = exec::run(
         Command::new(bin)
             .args([
@@ -394,27 +393,50 @@ fn queries(bin: &Path, store: &Path, queries: &Path, want: &[StepName]) -> Resul
             .arg(queries),
     )?;
     let runs: Vec<Value> = serde_json::from_str(&m.stdout).context("bench-queries --json")?;
+    Ok((m, runs))
+}
+
+/// Which of a statement run's figures a query step reads: the cold or the hot run's.
+#[derive(Clone, Copy)]
+pub enum Temperature {
+    Cold,
+    Hot,
+}
+
+/// The figures of each statement run of `bench-queries --json`, cold or hot.
+pub fn statement_figures(runs: &[Value], t: Temperature) -> Vec<StatementFigures> {
+    let (time, gets, bytes) = match t {
+        Temperature::Cold => ("cold_s", "cold_gets", "cold_bytes"),
+        Temperature::Hot => ("hot_s", "hot_gets", "hot_bytes"),
+    };
+    runs.iter()
+        .map(|r| StatementFigures {
+            number: r["number"].as_u64().unwrap_or(0) as usize,
+            rows: r["rows"].as_u64().map(|v| v as usize),
+            wall_s: r[time].as_f64(),
+            gets: r[gets].as_u64(),
+            bytes_fetched: r[bytes].as_u64(),
+            objects_touched: r["objects_touched"].as_u64().map(|v| v as usize),
+            objects_total: r["objects_total"].as_u64().map(|v| v as usize),
+            error: r["error"].as_str().map(str::to_string),
+        })
+        .collect()
+}
+
+/// `bench-queries` once: its cold runs make `queries-cold`, its hot runs `queries-hot`. Both
+/// steps share the process, so both carry its wall (`process_wall_s`) and peak RSS; their
+/// `wall_s` is the sum of their statements' times.
+fn queries(bin: &Path, store: &Path, queries: &Path, want: &[StepName]) -> Result<Vec<Step>> {
+    let (m, runs) = bench_queries(bin, store, queries)?;
     let mut out = Vec::new();
-    for (step, time, gets, bytes) in [
-        (StepName::QueriesCold, "cold_s", "cold_gets", "cold_bytes"),
-        (StepName::QueriesHot, "hot_s", "hot_gets", "hot_bytes"),
+    for (step, t) in [
+        (StepName::QueriesCold, Temperature::Cold),
+        (StepName::QueriesHot, Temperature::Hot),
     ] {
         if !want.contains(&step) {
             continue;
         }
-        let statements: Vec<StatementFigures> = runs
-            .iter()
-            .map(|r| StatementFigures {
-                number: r["number"].as_u64().unwrap_or(0) as usize,
-                rows: r["rows"].as_u64().map(|v| v as usize),
-                wall_s: r[time].as_f64(),
-                gets: r[gets].as_u64(),
-                bytes_fetched: r[bytes].as_u64(),
-                objects_touched: r["objects_touched"].as_u64().map(|v| v as usize),
-                objects_total: r["objects_total"].as_u64().map(|v| v as usize),
-                error: r["error"].as_str().map(str::to_string),
-            })
-            .collect();
+        let statements = statement_figures(&runs, t);
         let sum = |g: fn(&StatementFigures) -> Option<f64>| statements.iter().filter_map(g).sum();
         let wall: f64 = sum(|s| s.wall_s);
         let fetched: f64 = sum(|s| s.bytes_fetched.map(|v| v as f64));
