@@ -176,8 +176,8 @@ pub struct CompactReport {
     /// The maintenance policy applied (`maintain`); `None` for `compact`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<ravel_layout::Maintenance>,
-    /// The deepest overlap the policy allows after it (1 for `compact`).
-    pub depth_bound: usize,
+    /// The deepest overlap the policy allows after it (1 for `compact`; `None`: no bound).
+    pub depth_bound: Option<usize>,
     /// Why the last step was chosen, or why there was nothing to do.
     pub reason: String,
     /// The merge's estimated slices plus the loader's peak, bytes.

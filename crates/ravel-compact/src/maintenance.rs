@@ -46,20 +46,21 @@ impl Decision {
     }
 }
 
-/// The deepest overlap the policy allows after maintenance, in chains.
-pub fn depth_bound(policy: &Maintenance) -> usize {
+/// The deepest overlap the policy allows after maintenance, in chains; `None`: no bound.
+pub fn depth_bound(policy: &Maintenance) -> Option<usize> {
     match policy.policy {
-        MaintenanceMode::Tiered => policy.max_depth as usize,
-        MaintenanceMode::Full => 1,
-        MaintenanceMode::None => usize::MAX,
+        MaintenanceMode::Tiered => Some(policy.max_depth as usize),
+        MaintenanceMode::Full => Some(1),
+        MaintenanceMode::None => None,
     }
 }
 
 /// The next merge `policy` asks for on the version `plan` describes.
 pub fn decide(plan: &Plan, policy: &Maintenance) -> Decision {
-    if plan.steps.iter().flat_map(|s| &s.chains).any(|c| !c.sorted) {
+    let older = plan.steps.iter().flat_map(|s| &s.chains).any(|c| !c.sorted);
+    if older && policy.policy == MaintenanceMode::Tiered {
         return Decision::nothing(
-            "objects under an older layout: `compact` sorts them into the current clustering order",
+            "objects under an older layout: the depth bound holds again once `compact` sorts them into the current clustering order",
         );
     }
     match policy.policy {

@@ -258,7 +258,7 @@ async fn run_selected(
     };
     let mut report = planned(table, read_version, &shown, geometry, opts.dry_run);
     report.policy = selector.policy;
-    report.depth_bound = selector.policy.as_ref().map_or(1, crate::depth_bound);
+    report.depth_bound = selector.policy.as_ref().map_or(Some(1), crate::depth_bound);
     report.reason = match &chosen {
         Ok(c) => c.reason.clone(),
         Err(why) => why.clone(),
@@ -348,6 +348,7 @@ impl Steps<'_> {
         let mut replaced: std::collections::BTreeMap<String, ravel_manifest::ObjectEntry> =
             Default::default();
         let mut previous = None::<Vec<String>>;
+        let mut others = false;
         while let Ok(chosen) = self.selector.next(&plan, template.geometry.fan_in) {
             let step = chosen.step;
             report.reason = chosen.reason;
@@ -359,7 +360,13 @@ impl Steps<'_> {
             }
             let mut w = template.fresh(std::mem::take(&mut report.stages));
             let result = w
-                .run(&step, self.log, self.paths, self.layout, chosen.full)
+                .run(
+                    &step,
+                    self.log,
+                    self.paths,
+                    self.layout,
+                    chosen.full && !others,
+                )
                 .await;
             written += w.written_bytes;
             report.peak_budget_bytes = report
@@ -378,6 +385,11 @@ impl Steps<'_> {
             report.steps += 1;
             previous = Some(inputs);
             let live = self.log.manifests(&self.log.latest().await?).await?;
+            // A load committed meanwhile is not merged: no step leaves the table one sequence.
+            others |= live
+                .iter()
+                .flat_map(|m| m.objects())
+                .any(|(_, o)| !self.allowed.contains(&o.key));
             plan = plan_of(only(live, &self.allowed), self.layout);
         }
         let left: std::collections::HashSet<&str> = plan_keys(&plan);
@@ -502,7 +514,7 @@ fn planned(
         depth_before: plan.depth_before,
         depth_after: plan.depth_before,
         policy: None,
-        depth_bound: 1,
+        depth_bound: Some(1),
         reason: String::new(),
         peak_budget_bytes: 0,
         stages: CompactStages::default(),

@@ -155,7 +155,7 @@ pub fn print_report(r: &CompactReport) {
         "overlap depth {} -> {} (bound {}); {} bytes written ({:.2}x the output); peak budget {} bytes; plan {:.2} s, merge and write {:.2} s (sort {:.2}, gather {:.2}, encode {:.2}, upload {:.2}), commit {:.2} s; wall {:.2} s",
         r.depth_before,
         r.depth_after,
-        r.depth_bound,
+        r.depth_bound.map_or("none".to_string(), |d| d.to_string()),
         r.written_bytes,
         r.written_over_output,
         r.peak_budget_bytes,

@@ -383,10 +383,7 @@ async fn maintenance(
                 m.policy,
                 m.size_ratio,
                 m.max_depth,
-                match ravel_compact::depth_bound(&m) {
-                    usize::MAX => "none".to_string(),
-                    d => d.to_string(),
-                }
+                ravel_compact::depth_bound(&m).map_or("none".to_string(), |d| d.to_string())
             );
             Ok(())
         }

@@ -32,7 +32,7 @@ pub fn run(args: MaintainArgs) -> Result<()> {
     opts.dry_run = args.dry_run;
     let store = Store::open(&args.store)?;
     let report = crate::runtime()?
-        .block_on(maintain(&store, &args.table, &opts))
+        .block_on(maintain_retrying(&store, &args.table, &opts))
         .with_context(|| format!("maintaining table {:?} in {}", args.table, args.store))?;
     match args.json {
         true => println!("{}", serde_json::to_string_pretty(&report)?),
@@ -41,16 +41,39 @@ pub fn run(args: MaintainArgs) -> Result<()> {
     Ok(())
 }
 
+/// Times maintenance plans again from the newest version when a concurrent writer (another
+/// load's maintenance, a compaction) removed one of its inputs.
+const CONFLICT_RETRIES: usize = 3;
+
 /// The maintenance step a load ends with: `None` when the table has no clustering key (its
-/// objects keep arrival order; there is nothing to keep clustered).
+/// objects keep arrival order; there is nothing to keep clustered). Two loads that end at
+/// once may pick the same merge: the one that loses plans again from the newest version.
 pub async fn after_load(
     store: &Store,
     table: &str,
     opts: &CompactOptions,
 ) -> Result<Option<CompactReport>, CompactError> {
-    match maintain(store, table, opts).await {
+    match maintain_retrying(store, table, opts).await {
         Ok(r) => Ok(Some(r)),
         Err(CompactError::NotClustered(_)) => Ok(None),
         Err(e) => Err(e),
+    }
+}
+
+/// [`maintain`], planned again after a conflict, up to [`CONFLICT_RETRIES`] times.
+async fn maintain_retrying(
+    store: &Store,
+    table: &str,
+    opts: &CompactOptions,
+) -> Result<CompactReport, CompactError> {
+    let mut tries = 0;
+    loop {
+        match maintain(store, table, opts).await {
+            Err(e) if e.is_conflict() && tries < CONFLICT_RETRIES => {
+                tracing::info!(error = %e, "another writer changed the table; planning again");
+                tries += 1;
+            }
+            other => return other,
+        }
     }
 }

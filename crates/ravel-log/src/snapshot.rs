@@ -87,7 +87,10 @@ impl Snapshot {
                 self.files.insert(add.path.clone(), add.clone());
             }
         }
-        self.totals = crate::Totals::of_entry(entry);
+        // An entry without totals (another engine's commit) keeps the last known ones.
+        if let Some(t) = crate::Totals::of_entry(entry) {
+            self.totals = Some(t);
+        }
         self.version = Some(entry.version);
     }
 

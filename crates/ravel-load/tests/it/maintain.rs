@@ -41,8 +41,14 @@ fn every_load_ends_with_maintenance_within_the_depth_bound() {
     // since-full figures over.
     let loaded = report["loaded_bytes_total"].as_u64().unwrap();
     assert!(loaded > 0, "{report}");
-    assert!(report["written_bytes_total"].as_u64().unwrap() > 0, "{report}");
-    assert!(report["loaded_since_full_bytes"].as_u64().unwrap() <= loaded, "{report}");
+    assert!(
+        report["written_bytes_total"].as_u64().unwrap() > 0,
+        "{report}"
+    );
+    assert!(
+        report["loaded_since_full_bytes"].as_u64().unwrap() <= loaded,
+        "{report}"
+    );
     let deep = json(&format!("verify --store {s} --table hits --deep --json"));
     assert_eq!(deep["violations"], serde_json::json!([]), "{deep}");
     assert_eq!(deep["rows"], 18_000);
