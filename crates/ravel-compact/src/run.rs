@@ -847,11 +847,9 @@ impl<'a> Writer<'a> {
         for p in intermediates {
             let doomed: Vec<String> = p
                 .manifest
-                .objects
-                .iter()
-                .map(|o| o.key.clone())
-                .chain(p.manifest.blooms.iter().map(|b| b.key.clone()))
-                .filter(|k| !keep.contains(k) && !step.input_objects().any(|i| &i.entry.key == k))
+                .stored_keys()
+                .filter(|k| !keep.contains(*k) && !step.input_objects().any(|i| i.entry.key == *k))
+                .map(str::to_string)
                 .collect();
             p.release().await;
             delete_all(self.os.as_ref(), &doomed).await;
@@ -879,9 +877,7 @@ impl Writer<'_> {
     ) -> std::collections::HashSet<String> {
         let mut keep = self.protected.clone();
         if let Ok(o) = result {
-            let m = &o.prepared.manifest;
-            keep.extend(m.objects.iter().map(|e| e.key.clone()));
-            keep.extend(m.blooms.iter().map(|b| b.key.clone()));
+            keep.extend(o.prepared.manifest.stored_keys().map(str::to_string));
         }
         let live = match log.latest().await {
             Ok(newest) => log.manifests(&newest).await,
@@ -890,15 +886,13 @@ impl Writer<'_> {
         match live {
             Ok(live) => {
                 for m in live {
-                    keep.extend(m.manifest.objects.iter().map(|e| e.key.clone()));
-                    keep.extend(m.manifest.blooms.iter().map(|b| b.key.clone()));
+                    keep.extend(m.manifest.stored_keys().map(str::to_string));
                 }
             }
             Err(e) => {
                 tracing::warn!(error = %e, "the newest version could not be read: intermediate objects are left to gc");
                 for p in &self.intermediates {
-                    keep.extend(p.manifest.objects.iter().map(|e| e.key.clone()));
-                    keep.extend(p.manifest.blooms.iter().map(|b| b.key.clone()));
+                    keep.extend(p.manifest.stored_keys().map(str::to_string));
                 }
             }
         }
@@ -908,11 +902,7 @@ impl Writer<'_> {
 
 /// The objects and sidecar a manifest lists.
 pub(crate) fn spilled_keys(m: &ravel_manifest::Manifest) -> Vec<String> {
-    m.objects
-        .iter()
-        .map(|o| o.key.clone())
-        .chain(m.blooms.iter().map(|b| b.key.clone()))
-        .collect()
+    m.stored_keys().map(str::to_string).collect()
 }
 
 pub(crate) async fn delete_all(os: &dyn ObjectStore, keys: &[String]) {

@@ -45,6 +45,16 @@ pub struct Manifest {
     pub blooms: Option<BloomIndex>,
 }
 
+impl Manifest {
+    /// Every key the manifest's load stored: its objects, then its Bloom sidecar.
+    pub fn stored_keys(&self) -> impl Iterator<Item = &str> {
+        self.objects
+            .iter()
+            .map(|o| o.key.as_str())
+            .chain(self.blooms.iter().map(|b| b.key.as_str()))
+    }
+}
+
 /// Where a load's Bloom sidecar is and which columns it holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BloomIndex {

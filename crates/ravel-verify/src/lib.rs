@@ -448,12 +448,7 @@ fn listed_twice(manifests: &[(String, Manifest)]) -> Vec<Violation> {
     let mut first: BTreeMap<&str, &str> = BTreeMap::new();
     let mut out = Vec::new();
     for (key, m) in manifests {
-        let listed = m
-            .objects
-            .iter()
-            .map(|o| o.key.as_str())
-            .chain(m.blooms.iter().map(|b| b.key.as_str()));
-        for object in listed {
+        for object in m.stored_keys() {
             match first.get(object) {
                 Some(earlier) => out.push(Violation {
                     object: object.to_string(),
