@@ -7,7 +7,7 @@ use arrow::datatypes::{DataType, Schema};
 use object_store::ObjectStore;
 use ravel_layout::{ClusteringOrder, Layout, LayoutStore, Maintenance};
 use ravel_loader::{LoadOptions, Loader, Prepared};
-use ravel_log::{ChainOrigin, Commit, Committed, LiveManifest, Operation, TableLog};
+use ravel_log::{ChainOrigin, LiveManifest, TableLog};
 use ravel_store::{Store, TablePaths};
 
 use crate::merge::Merge;
@@ -359,15 +359,8 @@ impl Steps<'_> {
                 ));
             }
             let mut w = template.fresh(std::mem::take(&mut report.stages));
-            let result = w
-                .run(
-                    &step,
-                    self.log,
-                    self.paths,
-                    self.layout,
-                    chosen.full && !others,
-                )
-                .await;
+            let full = chosen.full && !others;
+            let result = w.run(&step, self.paths, self.layout, full).await;
             written += w.written_bytes;
             report.peak_budget_bytes = report
                 .peak_budget_bytes
@@ -612,7 +605,6 @@ impl<'a> Writer<'a> {
     async fn run(
         &mut self,
         step: &Step,
-        log: &TableLog,
         paths: &TablePaths,
         layout: &Layout,
         full: bool,
@@ -641,7 +633,7 @@ impl<'a> Writer<'a> {
             written_bytes: self.written_bytes,
             full,
         };
-        let version = commit(self.os.clone(), log, paths, layout, publish).await;
+        let version = commit(self.os.clone(), paths, layout, publish).await;
         self.stages.commit_s += t.elapsed().as_secs_f64();
         match version {
             Ok(version) => Ok(Outcome {
@@ -868,8 +860,8 @@ impl<'a> Writer<'a> {
 
 impl Writer<'_> {
     /// What an intermediate object must not be deleted as: the step's output and everything
-    /// the newest version's manifests name (a sidecar of equal filters has an equal name).
-    /// Nothing is deleted when the newest version cannot be read.
+    /// the newest version references, or readers of earlier versions may still open (a sidecar
+    /// of equal filters has an equal name). Nothing is deleted when that cannot be read.
     async fn referenced_now(
         &self,
         result: &Result<Outcome, CompactError>,
@@ -879,15 +871,10 @@ impl Writer<'_> {
         if let Ok(o) = result {
             keep.extend(o.prepared.manifest.stored_keys().map(str::to_string));
         }
-        let live = match log.latest().await {
-            Ok(newest) => log.manifests(&newest).await,
-            Err(e) => Err(e),
-        };
-        match live {
-            Ok(live) => {
-                for m in live {
-                    keep.extend(m.manifest.stored_keys().map(str::to_string));
-                }
+        match references_now(log).await {
+            Ok(refs) => {
+                keep.extend(refs.live);
+                keep.extend(refs.removed.into_keys());
             }
             Err(e) => {
                 tracing::warn!(error = %e, "the newest version could not be read: intermediate objects are left to gc");
@@ -898,6 +885,12 @@ impl Writer<'_> {
         }
         keep
     }
+}
+
+async fn references_now(log: &TableLog) -> Result<ravel_log::References, ravel_log::LogError> {
+    let newest = log.latest().await?;
+    let live = log.manifests(&newest).await?;
+    log.references(&newest, &live).await
 }
 
 /// The objects and sidecar a manifest lists.
@@ -1004,37 +997,36 @@ struct Publish<'a> {
     full: bool,
 }
 
-/// Checks the output is stored, writes its manifest and commits the version that replaces the
-/// inputs with it. Returns the version.
+/// Publishes the step's output as the version that replaces its inputs. Returns the version.
 async fn commit(
     os: Arc<dyn ObjectStore>,
-    log: &TableLog,
     paths: &TablePaths,
     layout: &Layout,
     publish: Publish<'_>,
 ) -> Result<u64, CompactError> {
-    let Publish {
-        step,
-        prepared,
-        ranks,
-        ..
-    } = publish;
-    let committer = ravel_loader::Committer::new(os, paths.clone());
-    committer.check_stored(&prepared.manifest).await?;
-    let key = committer.put_manifest(&prepared.manifest).await?;
-    let commit = Commit {
-        operation: Operation::Compaction,
-        manifest_key: key.to_string(),
-        manifest: &prepared.manifest,
-        orders: ranks.orders,
-        chains: ranks.chains,
-        removes: step.input_objects().map(|o| o.entry.key.clone()).collect(),
-        configuration: ravel_loader::table_configuration(layout, &prepared.manifest.schema),
+    let manifest = &publish.prepared.manifest;
+    let replacement = ravel_loader::Replacement {
+        orders: publish.ranks.orders,
+        chains: publish.ranks.chains,
+        removes: publish
+            .step
+            .input_objects()
+            .map(|o| o.entry.key.clone())
+            .collect(),
         written_bytes: publish.written_bytes,
         full: publish.full,
     };
-    match log.commit(&commit).await? {
-        Committed::Version(v) => Ok(v),
-        Committed::AlreadyLive { version } => Ok(version),
-    }
+    let committed = ravel_loader::Committer::new(os, paths.clone())
+        .replace(
+            manifest,
+            replacement,
+            ravel_loader::table_configuration(layout, &manifest.schema),
+        )
+        .await
+        .map_err(|e| match e {
+            // A conflict is the compaction's to report (and its caller's to retry on).
+            ravel_loader::LoadError::Log(e) => CompactError::Log(e),
+            e => CompactError::from(e),
+        })?;
+    Ok(committed.version())
 }

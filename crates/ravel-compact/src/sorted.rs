@@ -212,7 +212,7 @@ async fn merge_and_publish(
     let m = &prepared.manifest;
     let (written, peak, stages) = w.written();
     report.version = match &committed {
-        Ok(Committed::Published { version, .. }) => Some(*version),
+        Ok(Committed::Version(version)) => Some(*version),
         _ => None,
     };
     report.load_id = m.load_id.clone();

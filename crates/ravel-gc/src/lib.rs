@@ -137,8 +137,8 @@ struct Refs {
     manifests: usize,
     /// Objects and sidecars of the newest version; manifests any version names.
     keys: HashSet<String>,
-    /// Objects a version removed, with the seconds since the removal: readers of older
-    /// versions may read them until the retention has passed.
+    /// Objects and sidecars the newest version no longer references, with the seconds since
+    /// they left: readers of older versions may read them until the retention has passed.
     removed: HashMap<String, u64>,
 }
 
@@ -146,7 +146,6 @@ async fn referenced(
     store: &Arc<dyn ObjectStore>,
     table: &TablePaths,
     now: chrono::DateTime<chrono::Utc>,
-    retention_s: u64,
 ) -> Result<Refs, GcError> {
     let log = TableLog::new(store.clone(), table.clone());
     let history = log.history().await?;
@@ -158,15 +157,8 @@ async fn referenced(
         s
     };
     let live = log.manifests(&snapshot).await?;
-    let mut keys: HashSet<String> = live
-        .iter()
-        .flat_map(|m| {
-            m.objects()
-                .map(|(_, o)| o.key.clone())
-                .chain(m.manifest.blooms.iter().map(|b| b.key.clone()))
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    let refs = log.references(&snapshot, &live).await?;
+    let mut keys = refs.live;
     // Every manifest a version names stays: older versions read through it.
     for e in &history {
         for a in &e.actions {
@@ -176,38 +168,19 @@ async fn referenced(
         }
     }
     let now_ms = now.timestamp_millis();
-    let removed: HashMap<String, u64> = snapshot
-        .removed()
-        .iter()
-        .map(|(path, r)| {
-            let age_ms = now_ms - r.deletion_timestamp.unwrap_or(now_ms);
-            (table.absolute(path), (age_ms.max(0) / 1000) as u64)
+    let removed: HashMap<String, u64> = refs
+        .removed
+        .into_iter()
+        .map(|(key, at)| {
+            let age_ms = now_ms - at.unwrap_or(now_ms);
+            (key, (age_ms.max(0) / 1000) as u64)
         })
         .collect();
-    // The sidecar of a manifest whose removed objects readers of older versions may still
-    // read stays as long as they do.
-    let young: HashSet<String> = snapshot
-        .removed()
-        .iter()
-        .filter(|(path, _)| removed[&table.absolute(path)] < retention_s)
-        .filter_map(|(_, r)| r.manifest.as_ref().map(|m| table.absolute(m)))
-        .collect();
-    for key in young {
-        if let Some(b) = sidecar_of(store.as_ref(), &key).await? {
-            keys.insert(b);
-        }
-    }
     Ok(Refs {
         manifests: live.len(),
         keys,
         removed,
     })
-}
-
-/// The Bloom sidecar a manifest names, if any (a manifest that is gone names none).
-async fn sidecar_of(store: &dyn ObjectStore, key: &str) -> Result<Option<String>, GcError> {
-    let manifest = ravel_manifest::read_manifest(store, key).await?;
-    Ok(manifest.and_then(|m| m.blooms).map(|b| b.key))
 }
 
 async fn list(store: &dyn ObjectStore, dir: &Path) -> Result<Vec<ObjectMeta>, GcError> {
@@ -261,7 +234,7 @@ pub async fn gc(store: &Store, table: &str, opts: &GcOptions) -> Result<GcReport
     let arc = store.object_store().clone();
     let os = arc.as_ref();
     let now = chrono::Utc::now();
-    let refs = referenced(&arc, &table, now, opts.older_than.as_secs()).await?;
+    let refs = referenced(&arc, &table, now).await?;
     let mut listed = list(os, &table.data_dir()).await?;
     listed.extend(list(os, &table.commit_manifests_dir()).await?);
     if refs.manifests == 0 && listed.is_empty() && list(os, &table.root()).await?.is_empty() {
@@ -320,7 +293,7 @@ async fn delete_old(
 ) -> Result<Deleted, GcError> {
     let retention = opts.older_than.as_secs();
     // A load may have committed since the first read: its objects are referenced now.
-    let refs_now = referenced(arc, table, chrono::Utc::now(), retention).await?;
+    let refs_now = referenced(arc, table, chrono::Utc::now()).await?;
     let os = arc.as_ref();
     let mut deleted_bytes = 0;
     for u in unreferenced.iter_mut() {

@@ -1,15 +1,18 @@
-//! The committer: publishes a load as the table's next version once its objects are stored:
-//! writes the load's manifest, then the log entry that adds its objects (see `ravel-log`),
-//! unless the load is in the table already or would add an object the table holds.
+//! Publishing, in one place: a load's objects, or a merge's in place of its inputs, become the
+//! table's next version once they are stored. The committer checks every object and the
+//! sidecar is there as recorded, writes the manifest (create-if-absent), then commits the log
+//! entry (see `ravel-log`). A load whose objects the table holds already publishes nothing.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
-use ravel_log::{Commit, Operation, Snapshot, TableLog};
+use ravel_log::{ChainOrigin, Commit, Operation, TableLog};
 use ravel_manifest::Manifest;
 use ravel_store::TablePaths;
+
+pub use ravel_log::{Committed, Published};
 
 use crate::LoadError;
 
@@ -21,14 +24,20 @@ pub struct Committer {
     log: TableLog,
 }
 
-/// What a commit did.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Committed {
-    /// The manifest is written, at `path`, and version `version` adds its objects.
-    Published { path: Path, version: u64 },
-    /// Every object of the load is in the table already (a rerun of a load whose first run was
-    /// published): nothing was written. `load_id` names the published load.
-    AlreadyPublished { load_id: String },
+/// What a merge's version does besides adding the merged objects: the objects they replace,
+/// where each merged object ranks among equal sort keys, and what writing them cost.
+#[derive(Debug, Clone, Default)]
+pub struct Replacement {
+    /// Per object of the manifest, its rank among equal sort keys.
+    pub orders: Vec<Option<u64>>,
+    /// Per object of the manifest, the run it continues; `None`: its own run.
+    pub chains: Vec<Option<ChainOrigin>>,
+    /// Store paths of the objects leaving the table.
+    pub removes: Vec<String>,
+    /// Bytes the merge stored, intermediate objects included.
+    pub written_bytes: u64,
+    /// The version is one sequence (a full compaction).
+    pub full: bool,
 }
 
 impl Committer {
@@ -42,52 +51,73 @@ impl Committer {
         &self.log
     }
 
-    /// Publishes `manifest`: checks that every object and the sidecar it lists is stored as
-    /// recorded, looks for the load in the newest version (then publishes nothing) or one of
-    /// its objects there (then fails), writes the manifest create-if-absent and commits the
+    /// Publishes a load's `manifest`: looks for the load in the newest version (then publishes
+    /// nothing) or one of its objects there (then fails), and otherwise publishes it as a
     /// version that adds its objects. `configuration` is recorded in the table's metadata.
     pub async fn commit(
         &self,
         manifest: &Manifest,
         configuration: BTreeMap<String, String>,
     ) -> Result<Committed, LoadError> {
-        // Never publish an object that is not there (`gc` of an older build, a hand, a bucket
-        // rule may have deleted it since its upload).
-        self.check_stored(manifest).await?;
         // A rerun of a load that was published and then killed finds the earlier publication
         // here (and the log checks again at the commit): publishing again would double its
-        // rows. An object the table holds among other objects is refused for the same reason.
+        // rows. Looking first keeps a rerun from writing a second manifest.
         let newest = self.log.latest().await?;
-        if let Some(load_id) = published_as(&self.table, &newest, manifest)? {
-            return Ok(Committed::AlreadyPublished { load_id });
+        if let Some(p) = ravel_log::published_in(&self.table, &newest, manifest)? {
+            return Ok(Committed::AlreadyLive(p));
         }
+        let replacement = Replacement {
+            orders: vec![None; manifest.objects.len()],
+            ..Replacement::default()
+        };
+        self.publish(Operation::Load, manifest, replacement, configuration)
+            .await
+    }
+
+    /// Publishes a merge's `manifest` as the version that replaces `replacement.removes` with
+    /// its objects; the commit fails as a conflict when one of them left the table meanwhile.
+    pub async fn replace(
+        &self,
+        manifest: &Manifest,
+        replacement: Replacement,
+        configuration: BTreeMap<String, String>,
+    ) -> Result<Committed, LoadError> {
+        self.publish(Operation::Compaction, manifest, replacement, configuration)
+            .await
+    }
+
+    /// Checks that every object and the sidecar `manifest` lists is stored as recorded (never
+    /// publish an object that is not there: `gc` of an older build, a hand or a bucket rule
+    /// may have deleted it since its upload), writes the manifest and commits the version.
+    async fn publish(
+        &self,
+        operation: Operation,
+        manifest: &Manifest,
+        r: Replacement,
+        configuration: BTreeMap<String, String>,
+    ) -> Result<Committed, LoadError> {
+        self.check_stored(manifest).await?;
         let path = self.put_manifest(manifest).await?;
         let commit = Commit {
-            operation: Operation::Load,
+            operation,
             manifest_key: path.to_string(),
             manifest,
-            orders: vec![None; manifest.objects.len()],
-            chains: Vec::new(),
-            removes: Vec::new(),
+            orders: r.orders,
+            chains: r.chains,
+            removes: r.removes,
             configuration,
-            written_bytes: 0,
-            full: false,
+            written_bytes: r.written_bytes,
+            full: r.full,
         };
-        match self.log.commit(&commit).await? {
-            ravel_log::Committed::Version(version) => Ok(Committed::Published { path, version }),
-            ravel_log::Committed::AlreadyLive { .. } => {
-                let newest = self.log.latest().await?;
-                let load_id = published_as(&self.table, &newest, manifest)?
-                    .unwrap_or_else(|| manifest.load_id.clone());
-                Ok(Committed::AlreadyPublished { load_id })
-            }
-        }
+        let committed = self.log.commit(&commit).await?;
+        tracing::debug!(manifest = %path, version = committed.version(), "published");
+        Ok(committed)
     }
 
     /// Asks the store for every object and the sidecar `manifest` lists (a few at a time): each
     /// must be there with its recorded size. The loader keeps no bytes of an uploaded object,
     /// so a missing one fails the load; its rerun stores it again.
-    pub async fn check_stored(&self, manifest: &Manifest) -> Result<(), LoadError> {
+    async fn check_stored(&self, manifest: &Manifest) -> Result<(), LoadError> {
         use futures::{StreamExt, TryStreamExt};
         // Collected first: a stream over borrowing closures would keep the future from being
         // spawned (its `Send` would not hold for every lifetime).
@@ -125,7 +155,7 @@ impl Committer {
 
     /// Writes `manifest` create-if-absent under its load id, before the version that adds its
     /// objects (alone it publishes nothing). Returns its path.
-    pub async fn put_manifest(&self, manifest: &Manifest) -> Result<Path, LoadError> {
+    async fn put_manifest(&self, manifest: &Manifest) -> Result<Path, LoadError> {
         let path = self
             .table
             .commit_manifests_dir()
@@ -147,40 +177,3 @@ impl Committer {
 
 /// Objects checked for existence at once before the commit.
 const CHECK_CONCURRENCY: usize = 16;
-
-/// How `ours` stands to the version `newest`: `Some(load id)` when the version holds every
-/// object of it (the load is published already; the id is that of the manifest listing its
-/// first object), an error when it holds some of them (publishing would count their rows
-/// twice), `None` when it holds none. Objects are content hashes: the same key is the same rows.
-pub fn published_as(
-    table: &TablePaths,
-    newest: &Snapshot,
-    ours: &Manifest,
-) -> Result<Option<String>, LoadError> {
-    let held: Vec<&str> = ours
-        .objects
-        .iter()
-        .map(|o| table.relative(&o.key).unwrap_or(&o.key))
-        .filter(|p| newest.holds(p))
-        .collect();
-    let Some(first) = held.first() else {
-        return Ok(None);
-    };
-    let manifest = table.absolute(
-        newest.files()[*first]
-            .tag(ravel_log::TAG_MANIFEST)
-            .unwrap_or_default(),
-    );
-    if held.len() < ours.objects.len() {
-        return Err(LoadError::PublishedElsewhere {
-            manifest,
-            object: table.absolute(first),
-        });
-    }
-    let load_id = manifest
-        .rsplit('/')
-        .next()
-        .and_then(|f| f.strip_suffix(".json"))
-        .unwrap_or(&manifest);
-    Ok(Some(load_id.to_string()))
-}

@@ -83,13 +83,6 @@ pub enum LoadError {
     )]
     NotStored { key: String, problem: String },
 
-    /// A published manifest lists an object of this load among other objects: publishing
-    /// would list the object, and count its rows, twice.
-    #[error(
-        "object {object} of this load is listed already by manifest {manifest}, which lists other objects too: publishing would count its rows twice, so nothing was published; load only rows that manifest does not hold, or check the table with verify"
-    )]
-    PublishedElsewhere { manifest: String, object: String },
-
     /// The table's log could not be read or written.
     #[error(transparent)]
     Log(#[from] ravel_log::LogError),

@@ -18,7 +18,7 @@ pub mod tsv;
 mod upload;
 
 pub use budget::Budget;
-pub use commit::{Committed, Committer, published_as};
+pub use commit::{Committed, Committer, Published, Replacement};
 pub use encode::{
     EncodeSettings, EncodedRun, RunEncoder, SortedRun, stats_columns, table_configuration,
 };

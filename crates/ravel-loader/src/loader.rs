@@ -595,8 +595,7 @@ impl Loader {
 
     /// Flushes what is buffered, waits for every upload, stores the Bloom sidecar and returns
     /// the manifest without committing it: a caller that publishes the objects otherwise (a
-    /// compaction, which replaces others with them) checks them ([`Committer::check_stored`])
-    /// and commits it. The load keeps its lease, so
+    /// compaction, which replaces others with them) does so with [`Committer::replace`]. The load keeps its lease, so
     /// that `gc` leaves its objects alone, until [`Prepared::release`].
     pub async fn prepare(mut self) -> Result<Prepared, LoadError> {
         if self.poisoned {
@@ -640,12 +639,18 @@ impl Loader {
             .await?;
         self.stages.commit_s += t.elapsed().as_secs_f64();
         match committed {
-            Committed::AlreadyPublished { load_id } => {
-                tracing::info!(load_id = %load_id, "an identical load is published already; nothing to publish");
-                Ok(self.report(load_id, true))
+            Committed::AlreadyLive(p) => {
+                tracing::info!(load_id = %p.load_id, "an identical load is published already; nothing to publish");
+                Ok(self.report(p.load_id, true))
             }
-            Committed::Published { path, version } => {
-                tracing::info!(version, manifest = %path, objects = self.objects.len(), reused = self.reused, rows = self.rows, "load committed");
+            Committed::Version(version) => {
+                tracing::info!(
+                    version,
+                    objects = self.objects.len(),
+                    reused = self.reused,
+                    rows = self.rows,
+                    "load committed"
+                );
                 Ok(LoadReport {
                     version: Some(version),
                     ..self.report(manifest.load_id, false)

@@ -5,6 +5,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use arrow::datatypes::Schema;
 use ravel_manifest::Manifest;
+use ravel_store::TablePaths;
 use serde_json::{Value, json};
 
 use crate::actions::{
@@ -58,8 +59,69 @@ pub enum Committed {
     /// The version it created.
     Version(u64),
     /// Every object of the manifest is in the table already (a rerun of a load that was
-    /// committed): nothing was written. `version` is the newest version read.
-    AlreadyLive { version: u64 },
+    /// committed): nothing was written.
+    AlreadyLive(Published),
+}
+
+impl Committed {
+    /// The version that holds the commit's objects: the one created, or the newest read.
+    pub fn version(&self) -> u64 {
+        match self {
+            Committed::Version(v) => *v,
+            Committed::AlreadyLive(p) => p.version,
+        }
+    }
+}
+
+/// Where a manifest's objects are published already.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Published {
+    /// The newest version read, which holds every object of the manifest.
+    pub version: u64,
+    /// Store path of the manifest that published them (a rerun's own manifest differs).
+    pub manifest: String,
+    /// That manifest's load id.
+    pub load_id: String,
+}
+
+/// How `manifest`'s objects stand to the version `base`: `None` when it holds none of them,
+/// `Some` when it holds all of them (the manifest is published already), an error when it
+/// holds some (publishing would count their rows twice). Objects are named by their content:
+/// the same key is the same rows.
+pub fn published_in(
+    table: &TablePaths,
+    base: &Snapshot,
+    manifest: &Manifest,
+) -> Result<Option<Published>, LogError> {
+    let held: Vec<&str> = manifest
+        .objects
+        .iter()
+        .map(|o| table.relative(&o.key).unwrap_or(&o.key))
+        .filter(|p| base.holds(p))
+        .collect();
+    let Some(first) = held.first() else {
+        return Ok(None);
+    };
+    let version = base.version.unwrap_or(0);
+    let by = table.absolute(base.files()[*first].tag(TAG_MANIFEST).unwrap_or_default());
+    if held.len() < manifest.objects.len() {
+        return Err(LogError::AlreadyLive {
+            path: table.absolute(first),
+            version,
+            manifest: by,
+        });
+    }
+    let load_id = by
+        .rsplit('/')
+        .next()
+        .and_then(|f| f.strip_suffix(".json"))
+        .unwrap_or(&by)
+        .to_string();
+    Ok(Some(Published {
+        version,
+        manifest: by,
+        load_id,
+    }))
 }
 
 impl TableLog {
@@ -266,23 +328,7 @@ fn check(
     if commit.operation == Operation::Compaction {
         return Ok(None);
     }
-    let live: HashSet<&str> = commit
-        .manifest
-        .objects
-        .iter()
-        .filter(|o| base.holds(log.table.relative(&o.key).unwrap_or(&o.key)))
-        .map(|o| o.key.as_str())
-        .collect();
-    if !live.is_empty() && live.len() == commit.manifest.objects.len() {
-        return Ok(Some(Committed::AlreadyLive { version }));
-    }
-    match live.into_iter().next() {
-        Some(path) => Err(LogError::AlreadyLive {
-            path: path.to_string(),
-            version,
-        }),
-        None => Ok(None),
-    }
+    Ok(published_in(&log.table, base, commit.manifest)?.map(Committed::AlreadyLive))
 }
 
 /// `protocol` and `metaData` when the table has none yet or `m` changes them: a schema whose

@@ -34,9 +34,13 @@ pub enum LogError {
     )]
     TableChanged { path: String, version: u64 },
     #[error(
-        "object {path} is in the table already (version {version}): committing it again would count its rows twice"
+        "object {path} is in the table already (version {version}), listed by manifest {manifest}: committing it again would count its rows twice, so nothing was published; load only rows that manifest does not hold, or check the table with verify"
     )]
-    AlreadyLive { path: String, version: u64 },
+    AlreadyLive {
+        path: String,
+        version: u64,
+        manifest: String,
+    },
     #[error(
         "writing log entry {key} failed ({write}) and reading it back failed too ({read}): the commit may or may not have happened; run the same command again"
     )]

@@ -27,6 +27,7 @@ mod actions;
 mod checkpoint;
 mod commit;
 mod error;
+mod references;
 mod schema;
 mod snapshot;
 mod stats;
@@ -40,8 +41,9 @@ pub use checkpoint::{
     CHECKPOINT_INTERVAL, LastCheckpoint, checkpoint_actions, checkpoint_schema, decode_checkpoint,
     encode_checkpoint,
 };
-pub use commit::{Commit, Committed, Operation};
+pub use commit::{Commit, Committed, Operation, Published, published_in};
 pub use error::LogError;
+pub use references::References;
 pub use schema::{
     DeltaSchema, NO_DELTA_VIEW_FEATURE, UnmappedColumn, delta_schema, delta_type, no_delta_view,
     parquet_reads_as, protocol_for,

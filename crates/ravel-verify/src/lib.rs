@@ -96,7 +96,7 @@ pub struct VerifyReport {
     /// Objects under `data/` that no version lists: left by loads or compactions that failed or
     /// were killed before their commit (`gc` collects them).
     pub orphans: Vec<String>,
-    /// Objects the current version no longer holds (a compaction replaced them); readers of
+    /// Objects (and sidecars) the current version no longer references (a compaction replaced them); readers of
     /// older versions may still read them until `gc` deletes them after its retention.
     pub removed: usize,
     /// Of those, still stored.
@@ -206,7 +206,7 @@ pub async fn verify(
         }));
     }
     let mut layouts_by_generation: BTreeMap<u64, Layout> = BTreeMap::new();
-    let mut listed = HashSet::new();
+    let refs = log.references(&snapshot, &live).await?;
     let mut all: Vec<&ObjectEntry> = Vec::new();
     for lm in &live {
         let (key, m) = (&lm.key, lm.manifest.as_ref());
@@ -235,11 +235,7 @@ pub async fn verify(
             });
         }
         let blooms = check_blooms(&os, key, m, &layout, &mut violations, &mut notes).await;
-        if let Some(b) = &m.blooms {
-            listed.insert(b.key.clone());
-        }
         for (live, entry) in lm.objects() {
-            listed.insert(entry.key.clone());
             all.push(entry);
             let filters: Vec<(&str, &ravel_bloom::Filter)> = blooms
                 .iter()
@@ -259,30 +255,16 @@ pub async fn verify(
             }
         }
     }
-    let mut removed: HashSet<String> = snapshot
-        .removed()
-        .keys()
-        .map(|p| paths.absolute(p))
-        .collect();
-    // The sidecars of manifests whose objects a compaction replaced go with those objects.
-    let replaced: HashSet<String> = snapshot
-        .removed()
-        .values()
-        .filter_map(|r| r.manifest.as_ref().map(|m| paths.absolute(m)))
-        .filter(|m| !live.iter().any(|l| &l.key == m))
-        .collect();
-    for key in replaced {
-        if let Some(sidecar) = sidecar_of(os.as_ref(), &key).await {
-            removed.insert(sidecar);
-        }
-    }
     let mut orphans: Vec<String> = stored
         .iter()
-        .filter(|(k, _)| !listed.contains(k) && !removed.contains(k))
+        .filter(|(k, _)| !refs.contains(k))
         .map(|(k, _)| k.clone())
         .collect();
     orphans.sort();
-    let removed_stored = stored.iter().filter(|(k, _)| removed.contains(k)).count();
+    let removed_stored = stored
+        .iter()
+        .filter(|(k, _)| refs.removed.contains_key(k))
+        .count();
     let mut sizes: Vec<u64> = all.iter().map(|o| o.bytes).collect();
     sizes.sort_unstable();
     let q = |p: f64| sizes[((sizes.len() - 1) as f64 * p).round() as usize];
@@ -316,7 +298,7 @@ pub async fn verify(
         deep: opts.deep,
         violations,
         orphans,
-        removed: removed.len(),
+        removed: refs.removed.len(),
         removed_stored,
         notes,
     })
@@ -373,12 +355,6 @@ fn check_chain(history: &[ravel_log::LogEntry]) -> (Vec<Violation>, ravel_log::S
         snapshot.apply(entry);
     }
     (out, snapshot)
-}
-
-/// The Bloom sidecar manifest `key` names, if it can be read and names one.
-async fn sidecar_of(store: &dyn ObjectStore, key: &str) -> Option<String> {
-    let manifest = ravel_manifest::read_manifest(store, key).await.ok()??;
-    manifest.blooms.map(|b| b.key)
 }
 
 async fn list(store: &dyn ObjectStore, prefix: &Path) -> Result<Vec<(String, u64)>, VerifyError> {

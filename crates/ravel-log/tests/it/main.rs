@@ -147,10 +147,17 @@ async fn loads_add_versions_and_old_versions_stay_readable() {
     let second = f.log.entry(1).await.unwrap();
     assert!(second.actions.iter().all(|a| a.meta_data.is_none()));
     // A rerun of a committed load writes nothing; a load sharing one object is refused.
-    assert_eq!(
-        f.commit(Operation::Load, &a, &[]).await.unwrap(),
-        Committed::AlreadyLive { version: 1 }
-    );
+    match f.commit(Operation::Load, &a, &[]).await.unwrap() {
+        Committed::AlreadyLive(p) => {
+            assert_eq!(p.version, 1);
+            assert!(
+                p.manifest.ends_with(&format!("{}.json", a.load_id)),
+                "{p:?}"
+            );
+            assert_eq!(p.load_id, a.load_id);
+        }
+        other => panic!("a rerun committed again: {other:?}"),
+    }
     let c = manifest("c", &["c1", "a1"]);
     let err = f.commit(Operation::Load, &c, &[]).await.unwrap_err();
     assert!(matches!(err, LogError::AlreadyLive { .. }), "{err}");
@@ -204,6 +211,33 @@ async fn compaction_replaces_its_inputs_and_conflicts_when_one_left() {
     let latest = f.log.latest().await.unwrap();
     assert_eq!(latest.removed().len(), 3);
     assert_eq!(latest.removed()["data/a1.parquet"].version, 3);
+    // What the version references: its objects and their manifests; what readers of the
+    // versions before it may open: the replaced objects, since the compaction's time.
+    let live = f.log.manifests(&latest).await.unwrap();
+    let refs = f.log.references(&latest, &live).await.unwrap();
+    let mut now: Vec<&str> = refs.live.iter().map(String::as_str).collect();
+    now.sort_unstable();
+    assert_eq!(
+        now,
+        [
+            "t/_ravel/manifests/c.json",
+            "t/_ravel/manifests/m.json",
+            "t/data/c1.parquet",
+            "t/data/m1.parquet"
+        ]
+    );
+    let mut gone: Vec<&str> = refs.removed.keys().map(String::as_str).collect();
+    gone.sort_unstable();
+    assert_eq!(
+        gone,
+        [
+            "t/data/a1.parquet",
+            "t/data/a2.parquet",
+            "t/data/b1.parquet"
+        ]
+    );
+    assert!(refs.removed.values().all(Option::is_some));
+    assert!(refs.contains("t/data/a1.parquet") && !refs.contains("t/data/zz.parquet"));
     let entry = f.log.entry(3).await.unwrap();
     assert_eq!(entry.commit_info().unwrap()["operation"], "OPTIMIZE");
     let remove = entry
