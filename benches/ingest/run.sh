@@ -9,7 +9,8 @@
 # into P (the default policy runs after the load) and into C (`--no-maintain`, then `compact`
 # every C_EVERY loads, 0: only before the statements). Every COMPARE_EVERY loads (and after the
 # last) the point statements run cold on both (bench-queries), C compacted to depth 1 first. Writes WORKDIR/ingest.jsonl (one record per load
-# and table) and WORKDIR/queries.jsonl; summarize.py prints the totals.
+# and table) and WORKDIR/queries.jsonl; summarize.py prints the totals. POLICY, if set, holds
+# the arguments of `layout maintenance set` for P (e.g. POLICY="--size-ratio 2 --max-depth 2").
 set -euo pipefail
 BIN=$(realpath "$1"); INITIAL=$2; LOADS=$3; ROWS=$4; W=$5; EVERY=${6:-10}; CEVERY=${7:-1}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -19,6 +20,10 @@ layout() { "$BIN" layout --store "$1" --table hits "${@:2}" >/dev/null; }
 layout P schema set --hits
 layout P clustering-key set --column EventDate --column UserID --bucket-width 1d
 layout P bloom-scope set --scope text
+if [ -n "${POLICY:-}" ]; then
+  # shellcheck disable=SC2086 # the policy's arguments, split on spaces
+  layout P maintenance set $POLICY
+fi
 "$BIN" load --store P --table hits --input base.parquet --compact --json > base-load.json
 cp -r P C
 "$BIN" query --store P --table hits --format csv \

@@ -1,7 +1,10 @@
 //! The maintenance policy on arbitrary tables: each case is loaded in several loads, each
-//! followed by the policy (size ratio and depth bound drawn per case). After every load:
+//! followed by the policy (tiered with a size ratio and depth bound drawn per case, or full, or
+//! none). In some cases the first load is cut into runs so small that it alone overlaps itself
+//! deeper than the bound. After every load:
 //!
-//! - the overlap depth is within the policy's bound, and the table verifies deeply;
+//! - the overlap depth is within the policy's bound (1 for full), and the table verifies
+//!   deeply; the policy none merges nothing;
 //! - every row is there once.
 //!
 //! At the end a full compaction leaves one sequence in which rows with equal sort keys keep
@@ -12,13 +15,13 @@ use arrow::array::{AsArray, RecordBatch};
 use arrow::datatypes::Int64Type;
 use object_store::ObjectStoreExt;
 use proptest::prelude::*;
-use ravel_compact::{CompactError, CompactOptions, compact, maintain};
+use ravel_compact::{CompactError, CompactOptions, compact, depth_bound, maintain};
 use ravel_layout::{Maintenance, MaintenanceMode};
 use ravel_store::Store;
 use ravel_testkit::arbitrary::{Case, case, cases, split};
 use ravel_verify::{VerifyOptions, verify};
 
-use crate::properties::{in_order_and_verified, load, load_options, table};
+use crate::properties::{in_order_and_verified, load, load_options, load_with, table};
 
 fn options() -> CompactOptions {
     CompactOptions {
@@ -58,7 +61,20 @@ async fn every_seq(store: &Store) -> Vec<i64> {
     seen
 }
 
-async fn check(c: Case, loads: usize, policy: Maintenance) -> Result<(), TestCaseError> {
+/// Runs of a few rows: one load of a case overlaps itself many times over.
+fn small_runs() -> ravel_loader::LoadOptions {
+    ravel_loader::LoadOptions {
+        target_bytes: Some(3_000),
+        ..load_options()
+    }
+}
+
+async fn check(
+    c: Case,
+    loads: usize,
+    policy: Maintenance,
+    deep_first_load: bool,
+) -> Result<(), TestCaseError> {
     let (mut layout, input) = table(&c);
     if input.num_rows() == 0 || layout.clustering_key.is_none() {
         return Ok(());
@@ -74,16 +90,21 @@ async fn check(c: Case, loads: usize, policy: Maintenance) -> Result<(), TestCas
         if load_pieces.iter().all(|b| b.num_rows() == 0) {
             continue;
         }
-        load(&store, load_pieces).await;
+        match deep_first_load && loaded == 0 {
+            true => load_with(&store, load_pieces, small_runs()).await,
+            false => load(&store, load_pieces).await,
+        }
         loaded += load_pieces.iter().map(|b| b.num_rows()).sum::<usize>();
         let report = maintain(&store, "t", &options()).await.unwrap();
-        prop_assert!(
-            report.depth_after <= policy.max_depth as usize,
-            "depth {} over the bound {}: {:?}",
-            report.depth_after,
-            policy.max_depth,
-            report
-        );
+        match depth_bound(&policy) {
+            Some(bound) => prop_assert!(
+                report.depth_after <= bound,
+                "depth {} over the bound {bound}: {:?}",
+                report.depth_after,
+                report
+            ),
+            None => prop_assert_eq!(report.version, None, "the policy none merged"),
+        }
         prop_assert_eq!(report.output_rows, report.input_rows);
         let again = maintain(&store, "t", &options()).await.unwrap();
         prop_assert_eq!(
@@ -111,11 +132,20 @@ fn deep() -> VerifyOptions {
 }
 
 fn policy() -> impl Strategy<Value = Maintenance> {
-    (2u32..=4, 0u32..=2).prop_map(|(size_ratio, extra)| Maintenance {
+    let tiered = (2u32..=4, 0u32..=2).prop_map(|(size_ratio, extra)| Maintenance {
         policy: MaintenanceMode::Tiered,
         size_ratio,
         max_depth: size_ratio + extra,
-    })
+    });
+    let mode = |policy| Maintenance {
+        policy,
+        ..Maintenance::default()
+    };
+    prop_oneof![
+        4 => tiered,
+        1 => Just(mode(MaintenanceMode::Full)),
+        1 => Just(mode(MaintenanceMode::None)),
+    ]
 }
 
 proptest! {
@@ -126,8 +156,9 @@ proptest! {
         c in case(600),
         loads in 3usize..=9,
         policy in policy(),
+        deep_first_load in any::<bool>(),
     ) {
         let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-        rt.block_on(check(c, loads, policy))?;
+        rt.block_on(check(c, loads, policy, deep_first_load))?;
     }
 }

@@ -61,7 +61,11 @@ pub(crate) fn load_options() -> LoadOptions {
 }
 
 pub(crate) async fn load(store: &Store, batches: &[RecordBatch]) {
-    let mut loader = Loader::new(store, "t", load_options()).await.unwrap();
+    load_with(store, batches, load_options()).await
+}
+
+pub(crate) async fn load_with(store: &Store, batches: &[RecordBatch], opts: LoadOptions) {
+    let mut loader = Loader::new(store, "t", opts).await.unwrap();
     for b in batches {
         loader.push(b.clone()).await.unwrap();
     }
