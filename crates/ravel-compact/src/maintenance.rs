@@ -111,29 +111,28 @@ fn tiered(plan: &Plan, policy: &Maintenance) -> Decision {
 /// The chains of one rank in a group.
 #[derive(Debug, Clone)]
 struct Run {
+    order: u64,
     chains: Vec<Chain>,
     bytes: u64,
 }
 
 /// A group's chains as runs, in rank order.
 fn runs(group: &Step) -> Vec<Run> {
-    let mut out: Vec<(u64, Run)> = Vec::new();
+    let mut out: Vec<Run> = Vec::new();
     for c in &group.chains {
         match out.last_mut() {
-            Some((order, run)) if *order == c.order => {
+            Some(run) if run.order == c.order => {
                 run.bytes += c.bytes();
                 run.chains.push(c.clone());
             }
-            _ => out.push((
-                c.order,
-                Run {
-                    chains: vec![c.clone()],
-                    bytes: c.bytes(),
-                },
-            )),
+            _ => out.push(Run {
+                order: c.order,
+                chains: vec![c.clone()],
+                bytes: c.bytes(),
+            }),
         }
     }
-    out.into_iter().map(|(_, r)| r).collect()
+    out
 }
 
 /// The newest window of at least `ratio` consecutive runs whose sizes lie within a factor
@@ -280,9 +279,17 @@ mod tests {
         );
     }
 
+    /// What [`simulate`] found.
+    struct Simulated {
+        /// Merge bytes written over bytes loaded.
+        amplification: f64,
+        /// The most runs after any load's maintenance.
+        depth: usize,
+    }
+
     /// Applies the policy after each of `loads` loads of `load` bytes into a table of `base`
-    /// bytes; returns the merge bytes written over the bytes loaded and the deepest depth.
-    fn simulate(policy: &Maintenance, base: u64, load: u64, loads: u64) -> (f64, usize) {
+    /// bytes.
+    fn simulate(policy: &Maintenance, base: u64, load: u64, loads: u64) -> Simulated {
         let mut chains = vec![run(0, base)];
         let (mut written, mut deepest) = (0, 0);
         for order in 1..=loads {
@@ -297,7 +304,10 @@ mod tests {
             }
             deepest = deepest.max(chains.len());
         }
-        (written as f64 / (load * loads) as f64, deepest)
+        Simulated {
+            amplification: written as f64 / (load * loads) as f64,
+            depth: deepest,
+        }
     }
 
     #[test]
@@ -310,7 +320,10 @@ mod tests {
             (10_000, 200, 200, 4.0),
             (100_000, 1_000, 10, 1.0),
         ] {
-            let (amplification, depth) = simulate(&policy, base, load, loads);
+            let Simulated {
+                amplification,
+                depth,
+            } = simulate(&policy, base, load, loads);
             assert!(depth <= 8, "{loads} loads of {load}: depth {depth}");
             assert!(
                 amplification <= wa,

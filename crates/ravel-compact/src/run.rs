@@ -1,5 +1,6 @@
 //! A compaction from plan to commit.
 
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -8,6 +9,7 @@ use object_store::ObjectStore;
 use ravel_layout::{ClusteringOrder, Layout, LayoutStore, Maintenance};
 use ravel_loader::{LoadOptions, Loader, Prepared};
 use ravel_log::{ChainOrigin, LiveManifest, TableLog};
+use ravel_manifest::ObjectEntry;
 use ravel_store::{Store, TablePaths};
 
 use crate::merge::Merge;
@@ -123,7 +125,7 @@ pub(crate) struct Writer<'a> {
     /// Prepared by earlier passes: never committed, their leases held to the end.
     intermediates: Vec<Prepared>,
     /// Sidecars of the version read (readers of it need them within gc's retention).
-    protected: std::collections::HashSet<String>,
+    protected: HashSet<String>,
     written_bytes: u64,
     peak_loader_bytes: u64,
     stages: CompactStages,
@@ -164,29 +166,62 @@ struct Chosen {
     reason: String,
 }
 
+/// What the selector finds on a plan.
+enum Selection {
+    Merge(Chosen),
+    /// Nothing to merge, and why.
+    Nothing(String),
+}
+
+impl Selection {
+    fn reason(&self) -> &str {
+        match self {
+            Selection::Merge(c) => &c.reason,
+            Selection::Nothing(why) => why,
+        }
+    }
+}
+
 impl Selector {
-    /// The next step on the version `plan` describes; `Err`: nothing to do, and why.
-    fn next(&self, plan: &Plan, fan_in: usize) -> Result<Chosen, String> {
+    /// The next step on the version `plan` describes.
+    fn next(&self, plan: &Plan, fan_in: usize) -> Selection {
         if let Some(policy) = &self.policy {
             let d = crate::maintenance::decide(plan, policy);
-            return d.step.map_or(Err(d.reason.clone()), |step| {
-                Ok(Chosen {
+            return match d.step {
+                Some(step) => Selection::Merge(Chosen {
                     step,
                     full: d.full,
                     reason: d.reason,
-                })
-            });
+                }),
+                None => Selection::Nothing(d.reason),
+            };
         }
         let step = match self.max_input_bytes {
             None => plan.steps.first().cloned(),
             Some(max) => bounded_step(plan, max, fan_in),
         };
-        let step = step.ok_or_else(|| "no two objects overlap".to_string())?;
-        Ok(Chosen {
-            full: plan.steps.len() == 1 && !step.window.is_bounded(),
-            reason: "compact merges every overlapping object".into(),
-            step,
-        })
+        match step {
+            Some(step) => Selection::Merge(Chosen {
+                full: plan.steps.len() == 1 && !step.window.is_bounded(),
+                reason: "compact merges every overlapping object".into(),
+                step,
+            }),
+            None => Selection::Nothing("no two objects overlap".into()),
+        }
+    }
+
+    /// The plan a report shows: all of `first` for `compact`, the chosen step for the policy.
+    fn shown(&self, first: &Plan, selection: &Selection) -> Plan {
+        if self.policy.is_none() {
+            return first.clone();
+        }
+        Plan {
+            steps: match selection {
+                Selection::Merge(c) => vec![c.step.clone()],
+                Selection::Nothing(_) => Vec::new(),
+            },
+            ..first.clone()
+        }
     }
 }
 
@@ -201,18 +236,23 @@ fn bounded_step(plan: &Plan, max: u64, fan_in: usize) -> Option<Step> {
     Some(bounded)
 }
 
-async fn run_selected(
-    store: &Store,
-    table: &str,
-    opts: &CompactOptions,
-    maintain: bool,
-) -> Result<CompactReport, CompactError> {
-    let started = Instant::now();
+/// The table as a run finds it: its layout, the version read and what that version holds.
+struct Opened {
+    layout: Layout,
+    paths: TablePaths,
+    log: TableLog,
+    read_version: u64,
+    totals: ravel_log::Totals,
+    live: Vec<LiveManifest>,
+    schema: Schema,
+    order: ClusteringOrder,
+}
+
+async fn open(store: &Store, table: &str) -> Result<Opened, CompactError> {
     let layouts = LayoutStore::new(store, table)?;
     let layout = layouts.load().await?;
     let paths = layouts.table().clone();
-    let os = store.object_store().clone();
-    let log = TableLog::new(os.clone(), paths.clone());
+    let log = TableLog::new(store.object_store().clone(), paths.clone());
     let snapshot = log.latest().await?;
     let Some(read_version) = snapshot.version else {
         return Err(CompactError::NoSuchTable(table.to_string()));
@@ -222,11 +262,6 @@ async fn run_selected(
     }
     let totals = log.totals(&snapshot).await?;
     let live = log.manifests(&snapshot).await?;
-    let first = plan(&live, &layout.sort_key_names());
-    let selector = Selector {
-        policy: maintain.then_some(layout.maintenance),
-        max_input_bytes: opts.max_input_bytes,
-    };
     let schema = match layouts.schema().await? {
         Some(s) => s,
         None => live
@@ -237,35 +272,42 @@ async fn run_selected(
     };
     let order = ClusteringOrder::try_new(&layout, &schema)?
         .ok_or_else(|| CompactError::NotClustered(table.to_string()))?;
-    let widest = first
-        .steps
-        .iter()
-        .map(|s| s.chains.len())
-        .max()
-        .unwrap_or(0);
-    let geometry = Geometry::new(opts, &schema, widest);
-    let chosen = selector.next(&first, geometry.fan_in);
-    let shown = match (&chosen, maintain) {
-        (Ok(c), true) => Plan {
-            steps: vec![c.step.clone()],
-            ..first.clone()
-        },
-        (Err(_), true) => Plan {
-            steps: Vec::new(),
-            ..first.clone()
-        },
-        (_, false) => first.clone(),
+    Ok(Opened {
+        layout,
+        paths,
+        log,
+        read_version,
+        totals,
+        live,
+        schema,
+        order,
+    })
+}
+
+async fn run_selected(
+    store: &Store,
+    table: &str,
+    opts: &CompactOptions,
+    maintain: bool,
+) -> Result<CompactReport, CompactError> {
+    let started = Instant::now();
+    let o = open(store, table).await?;
+    let first = plan(&o.live, &o.layout.sort_key_names());
+    let selector = Selector {
+        policy: maintain.then_some(o.layout.maintenance),
+        max_input_bytes: opts.max_input_bytes,
     };
-    let mut report = planned(table, read_version, &shown, geometry, opts.dry_run);
+    let widest = first.steps.iter().map(|s| s.chains.len()).max();
+    let geometry = Geometry::new(opts, &o.schema, widest.unwrap_or(0));
+    let selection = selector.next(&first, geometry.fan_in);
+    let shown = selector.shown(&first, &selection);
+    let mut report = planned(table, o.read_version, &shown, geometry, opts.dry_run);
     report.policy = selector.policy;
     report.depth_bound = selector.policy.as_ref().map_or(Some(1), crate::depth_bound);
-    report.reason = match &chosen {
-        Ok(c) => c.reason.clone(),
-        Err(why) => why.clone(),
-    };
+    report.reason = selection.reason().to_string();
     report.stages.plan_s = started.elapsed().as_secs_f64();
-    if chosen.is_err() || opts.dry_run {
-        add_totals(&mut report, totals);
+    if matches!(selection, Selection::Nothing(_)) || opts.dry_run {
+        add_totals(&mut report, o.totals);
         report.wall_s = started.elapsed().as_secs_f64();
         return Ok(report);
     }
@@ -274,37 +316,28 @@ async fn run_selected(
         .await?;
     let mut load = opts.load.clone();
     load.load_budget = (opts.load.load_budget / 2).max(load.object_bytes);
-    let writer = Writer {
-        store,
-        table,
-        os: os.clone(),
-        load,
-        order,
-        geometry,
-        intermediates: Vec::new(),
-        protected: live
-            .iter()
-            .filter_map(|m| m.manifest.blooms.as_ref().map(|b| b.key.clone()))
-            .collect(),
-        written_bytes: 0,
-        peak_loader_bytes: 0,
-        stages: CompactStages::default(),
-    };
+    let mut writer = Writer::new(store, table, load, o.order.clone(), geometry);
+    writer.protected = o
+        .live
+        .iter()
+        .filter_map(|m| m.manifest.blooms.as_ref().map(|b| b.key.clone()))
+        .collect();
     let steps = Steps {
-        log: &log,
-        paths: &paths,
-        layout: &layout,
+        log: &o.log,
+        paths: &o.paths,
+        layout: &o.layout,
         selector,
         // Only the objects of the version read, and what this compaction writes: loads
         // committed meanwhile stay untouched.
-        allowed: live
+        allowed: o
+            .live
             .iter()
             .flat_map(|m| m.objects().map(|(_, o)| o.key.clone()))
             .collect(),
     };
     steps.run(writer, first, &mut report).await?;
-    add_totals(&mut report, totals);
-    report.depth_after = depth_now(&log, &layout).await?;
+    add_totals(&mut report, o.totals);
+    report.depth_after = depth_now(&o.log, &o.layout).await?;
     report.wall_s = started.elapsed().as_secs_f64();
     Ok(report)
 }
@@ -316,7 +349,7 @@ struct Steps<'a> {
     paths: &'a TablePaths,
     layout: &'a Layout,
     selector: Selector,
-    allowed: std::collections::HashSet<String>,
+    allowed: HashSet<String>,
 }
 
 /// The totals of the log before the run, with what the run wrote (see [`CompactReport`]).
@@ -331,6 +364,22 @@ fn add_totals(report: &mut CompactReport, before: ravel_log::Totals) {
     report.written_bytes_total = before.written_bytes + report.written_bytes;
 }
 
+/// What the steps of a run have done so far.
+#[derive(Default)]
+struct Progress {
+    /// Bytes stored, intermediate objects included.
+    written: u64,
+    /// Objects the steps wrote, by key: a step may write an object another step wrote (the
+    /// same rows written back again are the same content, the same name).
+    ours: BTreeMap<String, ObjectEntry>,
+    /// Objects of the version read that steps replaced.
+    replaced: BTreeMap<String, ObjectEntry>,
+    /// The last step's inputs.
+    previous: Option<Vec<String>>,
+    /// A load committed meanwhile: no step leaves the table one sequence.
+    others: bool,
+}
+
 impl Steps<'_> {
     async fn run(
         mut self,
@@ -338,72 +387,89 @@ impl Steps<'_> {
         first: Plan,
         report: &mut CompactReport,
     ) -> Result<(), CompactError> {
-        let (mut plan, mut written) = (first, 0);
         // The version read's objects: a step's input among them is one the compaction replaced.
         let originals = self.allowed.clone();
-        // By key: a step may write an object another step wrote (the same rows written back
-        // again are the same content, the same name).
-        let mut ours: std::collections::BTreeMap<String, ravel_manifest::ObjectEntry> =
-            Default::default();
-        let mut replaced: std::collections::BTreeMap<String, ravel_manifest::ObjectEntry> =
-            Default::default();
-        let mut previous = None::<Vec<String>>;
-        let mut others = false;
-        while let Ok(chosen) = self.selector.next(&plan, template.geometry.fan_in) {
-            let step = chosen.step;
-            report.reason = chosen.reason;
-            let inputs: Vec<String> = step.input_objects().map(|o| o.entry.key.clone()).collect();
-            if previous.as_ref() == Some(&inputs) {
-                return Err(CompactError::Read(
-                    "a step would merge the same objects again: the plan made no progress".into(),
-                ));
-            }
-            let mut w = template.fresh(std::mem::take(&mut report.stages));
-            let full = chosen.full && !others;
-            let result = w.run(&step, self.paths, self.layout, full).await;
-            written += w.written_bytes;
-            report.peak_budget_bytes = report
-                .peak_budget_bytes
-                .max(w.peak_loader_bytes + w.geometry.merge_bytes(step.chains.len()));
-            let done = w.finish(result, &step, self.log, report).await?;
-            replaced.extend(
-                step.input_objects()
-                    .filter(|o| originals.contains(&o.entry.key))
-                    .map(|o| (o.entry.key.clone(), o.entry.clone())),
-            );
-            self.allowed
-                .extend(done.objects.iter().map(|o| o.key.clone()));
-            ours.extend(done.objects.into_iter().map(|o| (o.key.clone(), o)));
-            report.version = Some(done.version);
-            report.steps += 1;
-            previous = Some(inputs);
-            let live = self.log.manifests(&self.log.latest().await?).await?;
-            // A load committed meanwhile is not merged: no step leaves the table one sequence.
-            others |= live
-                .iter()
-                .flat_map(|m| m.objects())
-                .any(|(_, o)| !self.allowed.contains(&o.key));
-            plan = plan_of(only(live, &self.allowed), self.layout);
+        let (mut plan, mut done) = (first, Progress::default());
+        while let Selection::Merge(chosen) = self.selector.next(&plan, template.geometry.fan_in) {
+            report.reason = chosen.reason.clone();
+            self.step(&template, chosen, &originals, &mut done, report)
+                .await?;
+            plan = self.replan(&mut done).await?;
         }
-        let left: std::collections::HashSet<&str> = plan_keys(&plan);
-        let (mut input, mut output) = (Totals::default(), Totals::default());
-        input.add(replaced.values());
-        output.add(ours.values().filter(|o| left.contains(o.key.as_str())));
-        (report.input_objects, report.input_bytes, report.input_rows) =
-            (input.objects, input.bytes, input.rows);
-        (
-            report.output_objects,
-            report.output_bytes,
-            report.output_rows,
-        ) = (output.objects, output.bytes, output.rows);
-        report.written_bytes = written;
-        report.written_over_output = ravel_log::ratio(written, report.output_bytes);
+        fill_report(report, &plan, &done);
         Ok(())
+    }
+
+    /// Merges and commits one step.
+    async fn step(
+        &mut self,
+        template: &Writer<'_>,
+        chosen: Chosen,
+        originals: &HashSet<String>,
+        done: &mut Progress,
+        report: &mut CompactReport,
+    ) -> Result<(), CompactError> {
+        let step = chosen.step;
+        let inputs: Vec<String> = step.input_objects().map(|o| o.entry.key.clone()).collect();
+        if done.previous.as_ref() == Some(&inputs) {
+            return Err(CompactError::Read(
+                "a step would merge the same objects again: the plan made no progress".into(),
+            ));
+        }
+        let mut w = template.fresh(std::mem::take(&mut report.stages));
+        let full = chosen.full && !done.others;
+        let result = w.run(&step, self.paths, self.layout, full).await;
+        done.written += w.written_bytes;
+        report.peak_budget_bytes = report
+            .peak_budget_bytes
+            .max(w.peak_loader_bytes + w.geometry.merge_bytes(step.chains.len()));
+        let committed = w.finish(result, &step, self.log, report).await?;
+        done.replaced.extend(
+            step.input_objects()
+                .filter(|o| originals.contains(&o.entry.key))
+                .map(|o| (o.entry.key.clone(), o.entry.clone())),
+        );
+        self.allowed
+            .extend(committed.objects.iter().map(|o| o.key.clone()));
+        done.ours
+            .extend(committed.objects.into_iter().map(|o| (o.key.clone(), o)));
+        report.version = Some(committed.version);
+        report.steps += 1;
+        done.previous = Some(inputs);
+        Ok(())
+    }
+
+    /// The plan of the newest version, over the objects this run may touch.
+    async fn replan(&self, done: &mut Progress) -> Result<Plan, CompactError> {
+        let live = self.log.manifests(&self.log.latest().await?).await?;
+        done.others |= live
+            .iter()
+            .flat_map(|m| m.objects())
+            .any(|(_, o)| !self.allowed.contains(&o.key));
+        Ok(plan_of(only(live, &self.allowed), self.layout))
     }
 }
 
+/// The report's inputs (objects of the version read that were replaced), outputs (objects
+/// written that the table still holds) and bytes written.
+fn fill_report(report: &mut CompactReport, plan: &Plan, done: &Progress) {
+    let left: HashSet<&str> = plan_keys(plan);
+    let (mut input, mut output) = (Totals::default(), Totals::default());
+    input.add(done.replaced.values());
+    output.add(done.ours.values().filter(|o| left.contains(o.key.as_str())));
+    (report.input_objects, report.input_bytes, report.input_rows) =
+        (input.objects, input.bytes, input.rows);
+    (
+        report.output_objects,
+        report.output_bytes,
+        report.output_rows,
+    ) = (output.objects, output.bytes, output.rows);
+    report.written_bytes = done.written;
+    report.written_over_output = ravel_log::ratio(done.written, report.output_bytes);
+}
+
 /// Every object a plan names.
-fn plan_keys(plan: &Plan) -> std::collections::HashSet<&str> {
+fn plan_keys(plan: &Plan) -> HashSet<&str> {
     plan.untouched
         .iter()
         .map(|o| o.key.as_str())
@@ -445,7 +511,7 @@ fn step_depth(step: &Step) -> usize {
 }
 
 /// `live` reduced to the objects named in `allowed`.
-fn only(live: Vec<LiveManifest>, allowed: &std::collections::HashSet<String>) -> Vec<LiveManifest> {
+fn only(live: Vec<LiveManifest>, allowed: &HashSet<String>) -> Vec<LiveManifest> {
     live.into_iter()
         .filter_map(|mut m| {
             m.live
@@ -866,7 +932,7 @@ impl Writer<'_> {
         &self,
         result: &Result<Outcome, CompactError>,
         log: &TableLog,
-    ) -> std::collections::HashSet<String> {
+    ) -> HashSet<String> {
         let mut keep = self.protected.clone();
         if let Ok(o) = result {
             keep.extend(o.prepared.manifest.stored_keys().map(str::to_string));

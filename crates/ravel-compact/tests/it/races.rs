@@ -128,6 +128,19 @@ async fn filled_with(backend: Backend, store: Store, maintenance: Maintenance) -
     t
 }
 
+/// Which run a test holds at its commit.
+#[derive(Debug, Clone, Copy)]
+enum Run {
+    Compaction,
+    Maintenance,
+}
+
+/// A run held at its log entry until `gate` opens.
+struct Held {
+    task: tokio::task::JoinHandle<Result<CompactReport, ravel_compact::CompactError>>,
+    gate: Gate,
+}
+
 impl Table {
     async fn load(&self, from: i64, to: i64) {
         let mut loader = Loader::new(&self.store, "t", load_options()).await.unwrap();
@@ -155,34 +168,20 @@ impl Table {
         }
     }
 
-    /// A compaction through the gated store, running until it reaches its log entry.
-    async fn held_compaction(
-        &self,
-    ) -> (
-        tokio::task::JoinHandle<Result<CompactReport, ravel_compact::CompactError>>,
-        Gate,
-    ) {
+    /// `run` (a compaction or maintenance) through the gated store, running until it reaches
+    /// its log entry.
+    async fn held(&self, run: Run) -> Held {
         let (gated, gate) = self.gated();
-        let task = tokio::spawn(async move { compact(&gated, "t", &compact_options()).await });
+        let task = tokio::spawn(async move {
+            match run {
+                Run::Compaction => compact(&gated, "t", &compact_options()).await,
+                Run::Maintenance => maintain(&gated, "t", &compact_options()).await,
+            }
+        });
         tokio::time::timeout(Duration::from_secs(60), gate.reached())
             .await
-            .expect("the compaction reached its commit");
-        (task, gate)
-    }
-
-    /// Maintenance through the gated store, running until it reaches its log entry.
-    async fn held_maintenance(
-        &self,
-    ) -> (
-        tokio::task::JoinHandle<Result<CompactReport, ravel_compact::CompactError>>,
-        Gate,
-    ) {
-        let (gated, gate) = self.gated();
-        let task = tokio::spawn(async move { maintain(&gated, "t", &compact_options()).await });
-        tokio::time::timeout(Duration::from_secs(60), gate.reached())
-            .await
-            .expect("the maintenance reached its commit");
-        (task, gate)
+            .unwrap_or_else(|_| panic!("the {run:?} reached its commit"));
+        Held { task, gate }
     }
 
     /// Runs maintenance until it has nothing to do; returns the depth it leaves.
@@ -253,7 +252,7 @@ async fn a_load_committed_during_a_compaction_stays_on_s3() {
 }
 
 async fn load_during_compaction(t: Table) {
-    let (task, gate) = t.held_compaction().await;
+    let Held { task, gate } = t.held(Run::Compaction).await;
     t.load(4500, 6000).await;
     gate.open();
     let report = task.await.unwrap().unwrap();
@@ -275,7 +274,7 @@ async fn of_two_compactions_one_wins_and_the_other_fails_cleanly_on_s3() {
 }
 
 async fn two_compactions(t: Table) {
-    let (task, gate) = t.held_compaction().await;
+    let Held { task, gate } = t.held(Run::Compaction).await;
     let winner = compact(&t.store, "t", &compact_options()).await.unwrap();
     assert_eq!(winner.version, Some(3));
     gate.open();
@@ -320,7 +319,7 @@ async fn gc_waits_for_a_compaction_and_a_reader_of_the_old_version_keeps_reading
         .iter()
         .flat_map(|m| m.objects().map(|(_, o)| o.key.clone()).collect::<Vec<_>>())
         .collect();
-    let (task, gate) = t.held_compaction().await;
+    let Held { task, gate } = t.held(Run::Compaction).await;
     let now = ravel_gc::GcOptions::new(Duration::ZERO, false);
     let blocked = ravel_gc::gc(&t.store, "t", &now).await.unwrap();
     assert!(
@@ -350,7 +349,7 @@ async fn gc_waits_for_a_compaction_and_a_reader_of_the_old_version_keeps_reading
 #[tokio::test(flavor = "multi_thread")]
 async fn a_load_committed_during_maintenance_stays_and_a_rerun_converges_on_s3() {
     let t = maintained_table_on_s3().await;
-    let (task, gate) = t.held_maintenance().await;
+    let Held { task, gate } = t.held(Run::Maintenance).await;
     t.load(4500, 6000).await;
     gate.open();
     let report = task.await.unwrap().unwrap();
@@ -366,7 +365,7 @@ async fn a_load_committed_during_maintenance_stays_and_a_rerun_converges_on_s3()
 #[tokio::test(flavor = "multi_thread")]
 async fn maintenance_racing_a_compaction_fails_cleanly_and_gc_collects_what_it_left_on_s3() {
     let t = maintained_table_on_s3().await;
-    let (task, gate) = t.held_maintenance().await;
+    let Held { task, gate } = t.held(Run::Maintenance).await;
     let winner = compact(&t.store, "t", &compact_options()).await.unwrap();
     assert_eq!(winner.depth_after, 1);
     gate.open();
@@ -387,7 +386,7 @@ async fn maintenance_racing_a_compaction_fails_cleanly_and_gc_collects_what_it_l
 #[tokio::test(flavor = "multi_thread")]
 async fn gc_deletes_nothing_while_maintenance_runs_on_s3() {
     let t = maintained_table_on_s3().await;
-    let (task, gate) = t.held_maintenance().await;
+    let Held { task, gate } = t.held(Run::Maintenance).await;
     let now = ravel_gc::GcOptions::new(Duration::ZERO, false);
     let blocked = ravel_gc::gc(&t.store, "t", &now).await.unwrap();
     assert!(
