@@ -202,9 +202,13 @@ async fn merge_and_publish(
     let paths = ravel_layout::LayoutStore::new(store, table)?
         .table()
         .clone();
+    // Everything stored besides the published objects: the spill and any intermediate pass.
+    let stored: u64 = prepared.manifest.objects.iter().map(|o| o.bytes).sum();
+    let spilled = (report.written_bytes + w.written().0).saturating_sub(stored);
     let committed = Committer::new(store.object_store().clone(), paths)
         .commit(
             &prepared.manifest,
+            spilled,
             ravel_loader::table_configuration(layout, &prepared.manifest.schema),
         )
         .await;

@@ -273,7 +273,9 @@ pub fn run(args: LoadArgs) -> Result<()> {
 }
 
 /// Runs the table's maintenance step after a published load (unless `--no-maintain`), within
-/// the load's budget, and prints its report; JSON: the load's report with a `maintenance` key.
+/// the load's budget, and prints its report. JSON: the load's report with a `maintenance` key,
+/// the maintenance report; `null` when `--no-maintain` skipped it; `{"error": …}` when it failed
+/// (the load stands).
 fn finish(args: &LoadArgs, tier: &Tier, store: &Store, mut load: serde_json::Value) -> Result<()> {
     let report = match args.no_maintain {
         true => None,
@@ -284,8 +286,8 @@ fn finish(args: &LoadArgs, tier: &Tier, store: &Store, mut load: serde_json::Val
                 &args.table,
                 &opts,
             ));
-            if done.is_err() && args.json {
-                load["maintenance"] = serde_json::Value::Null;
+            if let (Err(e), true) = (&done, args.json) {
+                load["maintenance"] = serde_json::json!({ "error": format!("{e:#}") });
                 println!("{}", serde_json::to_string_pretty(&load)?);
             }
             done.with_context(|| {

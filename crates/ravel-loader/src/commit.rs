@@ -53,10 +53,13 @@ impl Committer {
 
     /// Publishes a load's `manifest`: looks for the load in the newest version (then publishes
     /// nothing) or one of its objects there (then fails), and otherwise publishes it as a
-    /// version that adds its objects. `configuration` is recorded in the table's metadata.
+    /// version that adds its objects. `spilled_bytes`: what the load stored besides them (the
+    /// sorted runs `load --compact` merges), counted in the table's totals as bytes written.
+    /// `configuration` is recorded in the table's metadata.
     pub async fn commit(
         &self,
         manifest: &Manifest,
+        spilled_bytes: u64,
         configuration: BTreeMap<String, String>,
     ) -> Result<Committed, LoadError> {
         // A rerun of a load that was published and then killed finds the earlier publication
@@ -68,6 +71,7 @@ impl Committer {
         }
         let replacement = Replacement {
             orders: vec![None; manifest.objects.len()],
+            written_bytes: spilled_bytes,
             ..Replacement::default()
         };
         self.publish(Operation::Load, manifest, replacement, configuration)

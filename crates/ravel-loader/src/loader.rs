@@ -634,6 +634,7 @@ impl Loader {
             .committer
             .commit(
                 &manifest,
+                0,
                 crate::table_configuration(&self.layout, &manifest.schema),
             )
             .await?;

@@ -183,6 +183,21 @@ fn load_with_compact_ends_globally_clustered_in_one_command() {
     // The spill is gone: nothing is left unreferenced.
     assert_eq!(deep["orphans"], serde_json::json!([]), "{deep}");
     assert!(ok(&format!("compact --store {s} --table hits")).contains("nothing to compact"));
+    // The table's totals count the spill as written and the published objects as loaded.
+    let totals = json(&format!(
+        "compact --store {s} --table hits --dry-run --json"
+    ));
+    let stored = r["stored_bytes"].as_u64().unwrap();
+    assert_eq!(
+        totals["loaded_bytes_total"].as_u64(),
+        Some(stored),
+        "{totals}"
+    );
+    assert_eq!(
+        totals["written_bytes_total"].as_u64(),
+        Some(r["written_bytes"].as_u64().unwrap() - stored),
+        "{totals}"
+    );
 
     // Rows that fit one run are published as it, nothing spilled; rows already in the table
     // are left to `compact`.
