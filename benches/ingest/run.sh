@@ -4,7 +4,8 @@
 #
 #   benches/ingest/run.sh BIN INITIAL_ROWS LOADS LOAD_ROWS WORKDIR [COMPARE_EVERY] [C_EVERY]
 #
-# Generates INITIAL_ROWS hits rows (July 2013), loads them with `load --compact` (depth 1) and
+# Generates INITIAL_ROWS hits rows (July 2013; every day's rows are on the same counters: world
+# seed 1), loads them with `load --compact` (depth 1) and
 # copies the store for C. Then LOADS times: generates LOAD_ROWS rows of the next day, loads them
 # into P (the default policy runs after the load) and into C (`--no-maintain`, then `compact`
 # every C_EVERY loads, 0: only before the statements). Every COMPARE_EVERY loads (and after the
@@ -52,7 +53,7 @@ queries() { # N
 }
 queries 0
 for i in $(seq 1 "$LOADS"); do
-  "$BIN" gen --rows "$ROWS" --seed $((100 + i)) --first-day $((30 + i)) --days 1 --out day.parquet >/dev/null
+  "$BIN" gen --rows "$ROWS" --seed $((100 + i)) --world-seed 1 --first-day $((30 + i)) --days 1 --out day.parquet >/dev/null
   read -r wall rss < <(timed p.json "$BIN" load --store P --table hits --input day.parquet --json)
   python3 -c "import json; r=json.load(open('p.json')); print(json.dumps({'load':$i,'table':'P','wall_s':$wall,'rss_kb':$rss,'stored_bytes':r['stored_bytes'],'maintenance':r['maintenance']}))" >> ingest.jsonl
   read -r wall rss < <(timed c.json "$BIN" load --store C --table hits --input day.parquet --no-maintain --json)

@@ -4,7 +4,7 @@
 //!
 //! The initial rows (July 2013) are loaded with `load --compact` into P, whose store is copied
 //! to make C's. Load i then generates the rows of one new day (2013-08-01 + i − 1, seed
-//! `seed + i`) and loads them into P (`load`: the policy runs after it) and into C
+//! `seed + i`, on the same counters: world seed `seed`) and loads them into P (`load`: the policy runs after it) and into C
 //! (`load --no-maintain`, then `compact`). Every `--compare-every` loads and after the last,
 //! the point statements run cold on both. Seconds, bytes loaded and written (the cumulative
 //! write amplification: merge bytes written over bytes loaded, the initial load not counted),
@@ -39,7 +39,8 @@ pub struct IngestArgs {
     /// Rows of each load.
     #[arg(long, default_value_t = 200_000)]
     load_rows: u64,
-    /// Generator seed of the initial rows; load i uses seed + i.
+    /// Generator seed of the initial rows and of the world (counters) of every load; load i
+    /// draws its rows with seed + i.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Working directory: the stores and the generated inputs (default: a new directory in the
@@ -174,7 +175,13 @@ fn initial(
     tables: &Tables,
 ) -> Result<std::collections::BTreeMap<String, f64>> {
     let input = dir.join("initial.parquet");
-    let gen_s = generate(bin, args.initial_rows, args.seed, 0, INITIAL_DAYS, &input)?;
+    let draw = Draw {
+        seed: args.seed,
+        world_seed: args.seed,
+        first_day: 0,
+        days: INITIAL_DAYS,
+    };
+    let gen_s = generate(bin, args.initial_rows, draw, &input)?;
     let mut load_args = args.load_args.clone();
     load_args.push("--compact".into());
     let step = steps::load("initial", bin, &tables.p, &input, true, &load_args)?;
@@ -193,16 +200,17 @@ fn initial(
     Ok(figures)
 }
 
-/// `ravel-load gen` of `rows` rows of days [first_day, first_day + days) after 2013-07-01;
-/// its wall seconds.
-fn generate(
-    bin: &Path,
-    rows: u64,
+/// Which rows `generate` draws: `seed`'s, of days [first_day, first_day + days) after
+/// 2013-07-01, on the counters of `world_seed`.
+struct Draw {
     seed: u64,
+    world_seed: u64,
     first_day: u32,
     days: u32,
-    out: &Path,
-) -> Result<f64> {
+}
+
+/// `ravel-load gen` of `rows` rows of `draw`; its wall seconds.
+fn generate(bin: &Path, rows: u64, draw: Draw, out: &Path) -> Result<f64> {
     let m = exec::run(
         Command::new(bin)
             .args([
@@ -210,10 +218,11 @@ fn generate(
                 "--rows",
                 &rows.to_string(),
                 "--seed",
-                &seed.to_string(),
+                &draw.seed.to_string(),
             ])
-            .args(["--first-day", &first_day.to_string()])
-            .args(["--days", &days.to_string()])
+            .args(["--world-seed", &draw.world_seed.to_string()])
+            .args(["--first-day", &draw.first_day.to_string()])
+            .args(["--days", &draw.days.to_string()])
             .arg("--out")
             .arg(out),
     )?;
@@ -231,14 +240,13 @@ fn one_load(
 ) -> Result<LoadRecord> {
     let day = INITIAL_DAYS + i - 1;
     let input = dir.join("day.parquet");
-    let gen_s = generate(
-        bin,
-        args.load_rows,
-        args.seed + u64::from(i),
-        day,
-        1,
-        &input,
-    )?;
+    let draw = Draw {
+        seed: args.seed + u64::from(i),
+        world_seed: args.seed,
+        first_day: day,
+        days: 1,
+    };
+    let gen_s = generate(bin, args.load_rows, draw, &input)?;
     let p = load_p(bin, &tables.p, &input, &args.load_args, sums.0)
         .with_context(|| format!("load {i} into P"))?;
     let c = match &tables.c {

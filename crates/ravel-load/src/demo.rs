@@ -43,6 +43,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         strings: StringsArg::Binary,
         first_day: 0,
         days: 31,
+        world_seed: None,
     })?;
     let store_dir = args.store.clone();
     let store = Store::create(store_dir.to_str().context("store path is not UTF-8")?)?;

@@ -35,6 +35,11 @@ pub struct GenArgs {
     /// Days the event times span, from the first day (at least 1).
     #[arg(long, default_value_t = 31)]
     pub days: u32,
+    /// Seed of the world the rows happen in (counters, their pages, search phrases; default:
+    /// the seed). Days generated with one world seed and different seeds are new rows on the
+    /// same sites, as a table that grows by daily loads receives them.
+    #[arg(long)]
+    pub world_seed: Option<u64>,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +104,7 @@ pub fn run(args: GenArgs) -> Result<()> {
         convention: args.convention(),
         first_day: args.first_day,
         days: args.days,
+        world_seed: args.world_seed,
         ..GenOptions::default()
     };
     let written = ravel_hits::write_generated(opts, &args.out, |rows| bar.set_position(rows))
