@@ -171,6 +171,8 @@ pub struct CompactReport {
     pub written_bytes_total: u64,
     /// Intermediate objects written by earlier passes and deleted after the commit.
     pub intermediate_objects: usize,
+    /// The deepest overlap before and after, as `verify` counts it (objects of the current
+    /// layout; touching ends counted once).
     pub depth_before: usize,
     pub depth_after: usize,
     /// The maintenance policy applied (`maintain`); `None` for `compact`.

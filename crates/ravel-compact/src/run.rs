@@ -302,6 +302,8 @@ async fn run_selected(
     let selection = selector.next(&first, geometry.fan_in);
     let shown = selector.shown(&first, &selection);
     let mut report = planned(table, o.read_version, &shown, geometry, opts.dry_run);
+    report.depth_before = depth_of(&o.live, &o.layout);
+    report.depth_after = report.depth_before;
     report.policy = selector.policy;
     report.depth_bound = selector.policy.as_ref().map_or(Some(1), crate::depth_bound);
     report.reason = selection.reason().to_string();
@@ -523,18 +525,20 @@ fn only(live: Vec<LiveManifest>, allowed: &HashSet<String>) -> Vec<LiveManifest>
 
 /// The deepest overlap of the newest version's objects of the current layout, in chains (a
 /// compaction's objects are one chain).
+/// The depth of the newest version as `verify` reports it (touching ends counted once), over
+/// the objects of the current layout.
 async fn depth_now(log: &TableLog, layout: &Layout) -> Result<usize, CompactError> {
     let live = log.manifests(&log.latest().await?).await?;
-    let objects: Vec<(usize, &ravel_manifest::ObjectEntry)> = live
+    Ok(depth_of(&live, layout))
+}
+
+fn depth_of(live: &[LiveManifest], layout: &Layout) -> usize {
+    let objects: Vec<&ObjectEntry> = live
         .iter()
-        .enumerate()
-        .filter(|(_, m)| m.manifest.sort_key == layout.sort_key_names())
-        .flat_map(|(i, m)| {
-            m.objects()
-                .map(move |(_, o)| ((i << 32) | o.run as usize, o))
-        })
+        .filter(|m| m.manifest.sort_key == layout.sort_key_names())
+        .flat_map(|m| m.objects().map(|(_, o)| o))
         .collect();
-    Ok(max_depth(&objects))
+    ravel_manifest::clustering::clustering_info(&objects).map_or(0, |c| c.max_depth)
 }
 
 /// The report of `plan` before anything is written.
