@@ -1,6 +1,7 @@
-//! Checkpoints: every [`CHECKPOINT_INTERVAL`] versions the table's state is written as Delta
-//! Lake's classic checkpoint, `_delta_log/<version, 20 digits>.checkpoint.parquet` (one row per
-//! action: `protocol`, `metaData`, an `add` per object, a `remove` per tombstone), and
+//! Checkpoints: every [`CHECKPOINT_INTERVAL`] versions, and at every merge's version (a step of
+//! a compaction or of maintenance), the table's state is written as Delta Lake's classic
+//! checkpoint, `_delta_log/<version, 20 digits>.checkpoint.parquet` (one row per action:
+//! `protocol`, `metaData`, an `add` per object, a `remove` per tombstone), and
 //! `_delta_log/_last_checkpoint` names it. A reader starts from the newest checkpoint and
 //! replays only the entries after it, so that reading the newest version costs one LIST from
 //! the checkpoint on and at most `CHECKPOINT_INTERVAL - 1` entries, however long the history.

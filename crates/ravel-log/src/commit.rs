@@ -143,7 +143,10 @@ impl TableLog {
             let totals = self.totals(&snapshot).await?;
             let entry = self.entry_for(&snapshot, commit, version, attempt, totals);
             if self.create(version, entry.clone()).await? {
-                if version > 0 && version % CHECKPOINT_INTERVAL == 0 {
+                // After a merge too: a merge replaces many objects, and a reader that opens
+                // the table next starts from its checkpoint instead of replaying the loads.
+                let merge = commit.operation == Operation::Compaction;
+                if version > 0 && (version % CHECKPOINT_INTERVAL == 0 || merge) {
                     self.checkpoint_after(snapshot, version, &entry).await;
                 }
                 return Ok(Committed::Version(version));

@@ -5,7 +5,8 @@
 //! `ravel.position`) and its rank among equal sort keys (`ravel.order`).
 //!
 //! A reader starts from the newest checkpoint (Delta's classic Parquet checkpoint, written
-//! every 10 versions and named by `_last_checkpoint`), lists the log from there and replays
+//! every 10 versions and after every merge, named by `_last_checkpoint`), lists the log from
+//! there and replays
 //! the entries after it, then reads the manifests the newest version names; it reads exactly
 //! that version's objects, whatever commits land after. A table written before the log existed
 //! (manifests under `<table>/manifests/`, no log) reads as its first version, the union of

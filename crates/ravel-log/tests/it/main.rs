@@ -206,6 +206,9 @@ async fn compaction_replaces_its_inputs_and_conflicts_when_one_left() {
         .await
         .unwrap();
     assert_eq!(done, Committed::Version(3));
+    // A merge's version is checkpointed: a reader starts there, replaying no load before it.
+    let checkpoint = f.log.newest_checkpoint().await.unwrap().unwrap();
+    assert_eq!(checkpoint.version, Some(3));
     assert_eq!(f.live(None).await, ["c1", "m1"]);
     assert_eq!(f.live(Some(2)).await, ["a1", "a2", "b1", "c1"]);
     let latest = f.log.latest().await.unwrap();
