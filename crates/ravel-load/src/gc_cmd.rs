@@ -21,8 +21,9 @@ pub struct GcArgs {
     /// Delete unreferenced objects last written, or removed by a compaction, longer ago than
     /// this (e.g. 24h, 7d, 0s): readers of older versions keep reading within it. While
     /// a load runs (it holds a lease under `<table>/_leases/`), gc deletes nothing and names
-    /// the load; a lease not rewritten for 10 minutes, or whose process on this host is gone,
-    /// is stale and no longer blocks.
+    /// the load and exits 3; a lease not rewritten for 10 minutes, dated more than 10 minutes
+    /// ahead of this machine's clock, or whose process on this host is gone, is stale and no
+    /// longer blocks.
     #[arg(long, default_value = "24h")]
     pub older_than: String,
     /// Report only; delete nothing.
@@ -46,8 +47,18 @@ pub fn run(args: GcArgs) -> Result<()> {
     } else {
         print_report(&report, &args.older_than);
     }
+    if !report.dry_run && !report.blocked_by.is_empty() {
+        return Err(Blocked(report.blocked_by.join(", ")).into());
+    }
     Ok(())
 }
+
+/// A gc that running loads kept from deleting (exit 3, so that a scheduled gc notices).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "a load is running (lease {0}): gc deleted nothing it had not deleted before the load started; run it again after the load"
+)]
+pub(crate) struct Blocked(String);
 
 fn print_report(r: &GcReport, older_than: &str) {
     let bytes: u64 = r.unreferenced.iter().map(|u| u.bytes).sum();
@@ -96,14 +107,20 @@ fn print_leases(r: &GcReport) {
             Some(lease) => format!("load on {} pid {}", lease.host, lease.pid),
             None => "unreadable lease".to_string(),
         };
-        let state = if l.live {
-            "running: gc deletes nothing while it runs"
+        let state = if l.ahead_s > 0 && !l.live {
+            let deleted = if l.deleted { ": deleted" } else { "" };
+            format!(
+                "stale, dated {} s ahead of this machine's clock{deleted}",
+                l.ahead_s
+            )
+        } else if l.live {
+            "running: gc deletes nothing while it runs".into()
         } else if l.deleted {
-            "stale: deleted"
+            "stale: deleted".into()
         } else if l.holder_dead {
-            "stale (its process is gone)"
+            "stale (its process is gone)".into()
         } else {
-            "stale"
+            "stale".into()
         };
         println!(
             "  lease {} ({holder}), last written {} s ago: {state}",

@@ -188,6 +188,9 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         if cause.downcast_ref::<BadInput>().is_some() {
             return 2;
         }
+        if cause.downcast_ref::<gc_cmd::Blocked>().is_some() {
+            return 3;
+        }
     }
     1
 }

@@ -9,7 +9,8 @@
 //! the loading machine do not count) is younger than the staleness bound ([`STALE_AFTER`]
 //! unless the caller says otherwise), and its holder is not known to be dead: a lease written
 //! by a process of this host (same host name) that no longer runs is stale at once, so that a
-//! load killed on this machine does not block `gc` for the whole bound. While any live lease
+//! load killed on this machine does not block `gc` for the whole bound. A lease dated ahead of
+//! this machine's clock by more than the bound is stale too: no running load wrote it. While any live lease
 //! exists `gc` deletes nothing and names the loads that block it; stale leases it reports and
 //! deletes like old orphans.
 
@@ -229,6 +230,10 @@ pub struct FoundLease {
     pub lease: Option<Lease>,
     /// Seconds since its last write, by the store's time.
     pub age_s: u64,
+    /// Seconds its last write lies ahead of this machine's clock (0 for a lease written in the
+    /// past). A lease dated further ahead than the staleness bound is no running load's
+    /// heartbeat (a hand, a copy or a clock set wrong wrote it): it is stale.
+    pub ahead_s: u64,
     /// It blocks `gc`: younger than the staleness bound and its holder not known to be dead.
     pub live: bool,
     /// Its holder is a process of this host that no longer runs.
@@ -269,16 +274,16 @@ pub async fn read_leases(
             }
         }
         .and_then(|bytes| serde_json::from_slice::<Lease>(&bytes).ok());
-        let age_s = (chrono::Utc::now() - meta.last_modified)
-            .num_seconds()
-            .max(0) as u64;
+        let since = (chrono::Utc::now() - meta.last_modified).num_seconds();
+        let (age_s, ahead_s) = (since.max(0) as u64, (-since).max(0) as u64);
         let holder_dead = lease.as_ref().is_some_and(|l| holder_is_dead(l, &host));
         found.push(FoundLease {
             key: meta.location.to_string(),
             lease,
             age_s,
             // An unreadable lease counts as live until stale: it may be a newer build's.
-            live: age_s < stale_after.as_secs() && !holder_dead,
+            live: age_s < stale_after.as_secs() && ahead_s <= stale_after.as_secs() && !holder_dead,
+            ahead_s,
             holder_dead,
             deleted: false,
         });

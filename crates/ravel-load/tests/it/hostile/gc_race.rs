@@ -59,9 +59,15 @@ fn gc_deletes_nothing_while_a_load_holds_its_lease_and_collects_after_its_proces
     std::fs::create_dir_all(orphan.parent().unwrap()).unwrap();
     std::fs::write(&orphan, b"PAR1").unwrap();
 
-    // A load running on another machine: its objects are unreferenced until it commits.
+    // A load running on another machine: its objects are unreferenced until it commits. The
+    // blocked gc exits 3, so that a scheduled one notices.
     let running = write_lease(&store, "running", "another-host", 1);
-    let out = gc_now(&store);
+    let gc = format!("gc --store {} --table hits --older-than 0s", p(&store));
+    let blocked = run(&gc);
+    let out = String::from_utf8_lossy(&blocked.stdout).into_owned();
+    let err = String::from_utf8_lossy(&blocked.stderr).into_owned();
+    assert_eq!(blocked.status.code(), Some(3), "{out}{err}");
+    assert!(err.contains("a load is running"), "{err}");
     assert!(
         orphan.exists(),
         "gc deleted an object of a running load: {out}"
@@ -70,8 +76,26 @@ fn gc_deletes_nothing_while_a_load_holds_its_lease_and_collects_after_its_proces
     assert!(out.contains("lease hits/_leases/running.json"), "{out}");
     assert!(out.contains("0 deleted"), "{out}");
 
+    // The same lease dated a year ahead (a hand, a copy or a wrong clock): no running load
+    // wrote it, so it is stale and blocks nothing.
+    let year = std::time::Duration::from_secs(365 * 86_400);
+    std::fs::File::options()
+        .write(true)
+        .open(&running)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() + year)
+        .unwrap();
+    let out = gc_now(&store);
+    assert!(!orphan.exists(), "{out}");
+    assert!(
+        out.contains("ahead of this machine's clock: deleted"),
+        "{out}"
+    );
+    assert!(!running.exists(), "{out}");
+    std::fs::create_dir_all(orphan.parent().unwrap()).unwrap();
+    std::fs::write(&orphan, b"PAR1").unwrap();
+
     // The same load killed on this machine: its process is gone, its lease stale at once.
-    std::fs::remove_file(&running).unwrap();
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
     let mut child = std::process::Command::new("true").spawn().unwrap();
     let pid = child.id();
