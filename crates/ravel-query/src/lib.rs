@@ -58,6 +58,13 @@ pub enum QueryError {
     Log(#[from] LogError),
     #[error("table {0:?} has no loads in this store (no versions)")]
     NoSuchTable(String),
+    /// An older version whose replaced objects `gc` deleted after its retention.
+    #[error(
+        "version {version} can no longer be read: gc collected the objects later versions \
+         replaced ({key} is gone; gc keeps them for its retention, --older-than); read a newer \
+         version"
+    )]
+    Collected { version: u64, key: String },
     #[error(
         "the loads of table {table:?} have different schemas ({first} and {other}); a table's loads share one"
     )]
@@ -194,6 +201,9 @@ impl QueryTable {
             Some(v) => log.at(v).await?,
             None => log.latest().await?,
         };
+        if opts.version.is_some() {
+            still_stored(&log, &snapshot, counting.as_ref()).await?;
+        }
         let manifests = log.manifests(&snapshot).await?;
         let (Some(version), Some(first)) = (snapshot.version, manifests.first()) else {
             return Err(QueryError::NoSuchTable(table.to_string()));
@@ -351,6 +361,41 @@ impl QueryTable {
             QueryError::DataFusion(e)
         }
     }
+}
+
+/// Fails with [`QueryError::Collected`] when an object of `snapshot` that the newest version no
+/// longer holds is gone (the newest version's own objects are not asked for).
+async fn still_stored(
+    log: &TableLog,
+    snapshot: &ravel_log::Snapshot,
+    store: &dyn object_store::ObjectStore,
+) -> Result<(), QueryError> {
+    use futures::{StreamExt, TryStreamExt};
+    use object_store::ObjectStoreExt;
+    let newest = log.latest().await?;
+    let replaced: Vec<String> = snapshot
+        .files()
+        .keys()
+        .filter(|k| !newest.holds(k))
+        .map(|k| log.table().absolute(k))
+        .collect();
+    let version = snapshot.version.unwrap_or(0);
+    futures::stream::iter(replaced)
+        .map(|key| async move {
+            match store
+                .head(&object_store::path::Path::from(key.as_str()))
+                .await
+            {
+                Err(object_store::Error::NotFound { .. }) => {
+                    Err(QueryError::Collected { version, key })
+                }
+                // Any other failure shows when the statement reads the object.
+                _ => Ok(()),
+            }
+        })
+        .buffer_unordered(16)
+        .try_collect::<()>()
+        .await
 }
 
 /// The name statements use for `table`: `--as`'s when given, checked as table names are, so

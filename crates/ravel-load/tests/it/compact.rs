@@ -107,6 +107,19 @@ fn compaction_ends_with_one_sequence_and_the_same_answers() {
     assert_eq!(answers(s, Some(3)), before, "kept within 24h");
     ok(&format!("gc --store {s} --table hits --older-than 0s"));
     assert_eq!(answers(s, None), before);
+    // The version before the compaction reads objects gc has collected: said so, not a
+    // Parquet error.
+    let err = fails(
+        1,
+        &line(
+            &format!("query --store {s} --table hits --version 3"),
+            &["SELECT COUNT(*) FROM hits"],
+        ),
+    );
+    assert!(
+        err.contains("version 3 can no longer be read: gc collected"),
+        "{err}"
+    );
     let after = json(&format!("verify --store {s} --table hits --deep --json"));
     assert_eq!(after["violations"], serde_json::json!([]), "{after}");
     assert_eq!(after["removed_stored"], 0);
