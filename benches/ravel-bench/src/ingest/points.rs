@@ -114,28 +114,34 @@ fn clickbench_statements(path: &Path) -> Result<Vec<(String, String)>> {
         );
         return Ok(Vec::new());
     }
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(text
-        .lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l.trim()))
-        .filter(|(n, l)| CLICKBENCH_POINTS.contains(n) && !l.is_empty())
-        .map(|(n, l)| (format!("Q{n}"), l.to_string()))
-        .collect())
+    numbered_lines(
+        path,
+        |n, _| CLICKBENCH_POINTS.contains(&n),
+        |n| format!("Q{n}"),
+    )
 }
 
 /// The statements of `path` as `bench-queries` reads them: one a line, blank lines and `--`
 /// comments skipped; named by their line.
 fn extra_statements(path: &Path) -> Result<Vec<(String, String)>> {
+    numbered_lines(path, |_, l| !l.starts_with("--"), |n| format!("extra-{n}"))
+}
+
+/// The non-blank lines of `path` (trimmed) that `keep` keeps by their 1-based number and text,
+/// each named by `name` of its number.
+fn numbered_lines(
+    path: &Path,
+    keep: impl Fn(usize, &str) -> bool,
+    name: impl Fn(usize) -> String,
+) -> Result<Vec<(String, String)>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     Ok(text
         .lines()
         .enumerate()
         .map(|(i, l)| (i + 1, l.trim()))
-        .filter(|(_, l)| !l.is_empty() && !l.starts_with("--"))
-        .map(|(n, l)| (format!("extra-{n}"), l.to_string()))
+        .filter(|&(n, l)| !l.is_empty() && keep(n, l))
+        .map(|(n, l)| (name(n), l.to_string()))
         .collect())
 }
 
