@@ -36,6 +36,7 @@ mod merge;
 mod plan;
 mod read;
 mod run;
+mod scratch;
 mod sorted;
 mod window;
 

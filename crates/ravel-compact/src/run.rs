@@ -15,6 +15,7 @@ use ravel_store::{Store, TablePaths};
 use crate::merge::Merge;
 use crate::plan::{Chain, InputObject, Plan, Step, max_depth, plan};
 use crate::read::{ChainReader, SLICE_COPIES, Slices, Slicing};
+use crate::scratch::Scratch;
 use crate::{
     BATCH_ROWS, CHAIN_OVERHEAD_BYTES, CompactError, CompactOptions, CompactReport, CompactStages,
     SLICE_ROWS,
@@ -122,10 +123,11 @@ pub(crate) struct Writer<'a> {
     load: LoadOptions,
     order: ClusteringOrder,
     geometry: Geometry,
-    /// Prepared by earlier passes: never committed, their leases held to the end.
+    /// Prepared by earlier passes under the scratch prefix: never committed, their leases
+    /// held to the end.
     intermediates: Vec<Prepared>,
-    /// Sidecars of the version read (readers of it need them within gc's retention).
-    protected: HashSet<String>,
+    /// Where the intermediates are stored: a prefix of this compaction's own.
+    scratch: Scratch,
     written_bytes: u64,
     peak_loader_bytes: u64,
     stages: CompactStages,
@@ -318,12 +320,7 @@ async fn run_selected(
         .await?;
     let mut load = opts.load.clone();
     load.load_budget = (opts.load.load_budget / 2).max(load.object_bytes);
-    let mut writer = Writer::new(store, table, load, o.order.clone(), geometry);
-    writer.protected = o
-        .live
-        .iter()
-        .filter_map(|m| m.manifest.blooms.as_ref().map(|b| b.key.clone()))
-        .collect();
+    let writer = Writer::new(store, table, load, o.order.clone(), geometry)?;
     let steps = Steps {
         log: &o.log,
         paths: &o.paths,
@@ -425,7 +422,7 @@ impl Steps<'_> {
         report.peak_budget_bytes = report
             .peak_budget_bytes
             .max(w.peak_loader_bytes + w.geometry.merge_bytes(step.chains.len()));
-        let committed = w.finish(result, &step, self.log, report).await?;
+        let committed = w.finish(result, report).await?;
         done.replaced.extend(
             step.input_objects()
                 .filter(|o| originals.contains(&o.entry.key))
@@ -621,8 +618,9 @@ impl<'a> Writer<'a> {
         load: LoadOptions,
         order: ClusteringOrder,
         geometry: Geometry,
-    ) -> Writer<'a> {
-        Writer {
+    ) -> Result<Writer<'a>, CompactError> {
+        let paths = TablePaths::new(table)?;
+        Ok(Writer {
             store,
             table,
             os: store.object_store().clone(),
@@ -630,11 +628,11 @@ impl<'a> Writer<'a> {
             order,
             geometry,
             intermediates: Vec::new(),
-            protected: Default::default(),
+            scratch: Scratch::new(store.object_store().clone(), paths),
             written_bytes: 0,
             peak_loader_bytes: 0,
             stages: CompactStages::default(),
-        }
+        })
     }
 
     /// Bytes stored so far, the loaders' largest peak and their stage times.
@@ -642,15 +640,15 @@ impl<'a> Writer<'a> {
         (self.written_bytes, self.peak_loader_bytes, &self.stages)
     }
 
-    /// Deletes the objects of earlier passes (never committed) and gives up their leases.
+    /// Deletes the objects of earlier passes (never committed, under the scratch prefix) and
+    /// gives up their leases.
     pub(crate) async fn drop_intermediates(&mut self) -> usize {
         let mut n = 0;
         for p in std::mem::take(&mut self.intermediates) {
-            let doomed = spilled_keys(&p.manifest);
             n += p.manifest.objects.len();
             p.release().await;
-            delete_all(self.os.as_ref(), &doomed).await;
         }
+        self.scratch.clear().await;
         n
     }
 
@@ -664,7 +662,7 @@ impl<'a> Writer<'a> {
             order: self.order.clone(),
             geometry: self.geometry,
             intermediates: Vec::new(),
-            protected: self.protected.clone(),
+            scratch: self.scratch.clone(),
             written_bytes: 0,
             peak_loader_bytes: 0,
             stages,
@@ -796,7 +794,7 @@ impl<'a> Writer<'a> {
             let end = (i..chains.len())
                 .find(|&j| chains[j].sorted)
                 .unwrap_or(chains.len());
-            let mut loader = self.loader().await?;
+            let mut loader = self.scratch_loader().await?;
             // Their rows in rank order, as a load would take them.
             let objects = chains[i..end]
                 .iter()
@@ -827,10 +825,15 @@ impl<'a> Writer<'a> {
             if chains.len() <= self.geometry.fan_in {
                 if chains.len() == 1 && chains[0].intermediate {
                     // The sort already wrote the result (one run of objects sorted again).
-                    let p = self.intermediates.pop().expect("an intermediate chain");
+                    let mut p = self.intermediates.pop().expect("an intermediate chain");
+                    if let Err(e) = self.scratch.promote(&mut p).await {
+                        p.release().await;
+                        return Err(e.into());
+                    }
                     return Ok((p, passes - 1));
                 }
-                let p = self.merge(chains).await?;
+                let loader = self.loader().await?;
+                let p = self.merge(chains, loader).await?;
                 return Ok((p, passes));
             }
             let mut next = Vec::new();
@@ -839,7 +842,8 @@ impl<'a> Writer<'a> {
                     next.push(group[0].clone());
                     continue;
                 }
-                let p = self.merge(group.to_vec()).await?;
+                let loader = self.scratch_loader().await?;
+                let p = self.merge(group.to_vec(), loader).await?;
                 next.push(Work {
                     objects: p
                         .manifest
@@ -858,14 +862,17 @@ impl<'a> Writer<'a> {
         }
     }
 
-    /// One merge of `chains` through a loader.
-    async fn merge(&mut self, chains: Vec<Work>) -> Result<Prepared, CompactError> {
+    /// One merge of `chains` through `loader`.
+    async fn merge(
+        &mut self,
+        chains: Vec<Work>,
+        mut loader: Loader,
+    ) -> Result<Prepared, CompactError> {
         let readers = chains
             .into_iter()
             .map(|c| ChainReader::new(self.os.clone(), c.objects, self.geometry.slicing()))
             .collect();
         let mut merge = Merge::new(readers, self.order.clone(), BATCH_ROWS);
-        let mut loader = self.loader().await?;
         loader.set_presorted();
         loop {
             match merge.next_batch().await {
@@ -877,8 +884,16 @@ impl<'a> Writer<'a> {
         self.prepared(loader).await
     }
 
+    /// A loader of objects to publish.
     async fn loader(&self) -> Result<Loader, CompactError> {
         Ok(Loader::new(self.store, self.table, self.load.clone()).await?)
+    }
+
+    /// A loader of objects that only this compaction reads back (see [`Scratch`]).
+    async fn scratch_loader(&self) -> Result<Loader, CompactError> {
+        let mut loader = self.loader().await?;
+        loader.set_scratch(Some(self.scratch.operation()))?;
+        Ok(loader)
     }
 
     /// Prepares `loader`'s objects and counts what it wrote.
@@ -895,27 +910,10 @@ impl<'a> Writer<'a> {
     async fn finish(
         mut self,
         result: Result<Outcome, CompactError>,
-        step: &Step,
-        log: &TableLog,
         report: &mut CompactReport,
     ) -> Result<Done, CompactError> {
         report.stages = std::mem::take(&mut self.stages);
-        let keep = self.referenced_now(&result, log).await;
-        let intermediates = std::mem::take(&mut self.intermediates);
-        report.intermediate_objects += intermediates
-            .iter()
-            .map(|p| p.manifest.objects.len())
-            .sum::<usize>();
-        for p in intermediates {
-            let doomed: Vec<String> = p
-                .manifest
-                .stored_keys()
-                .filter(|k| !keep.contains(*k) && !step.input_objects().any(|i| i.entry.key == *k))
-                .map(str::to_string)
-                .collect();
-            p.release().await;
-            delete_all(self.os.as_ref(), &doomed).await;
-        }
+        report.intermediate_objects += self.drop_intermediates().await;
         let o = result?;
         let m = &o.prepared.manifest;
         report.passes = report.passes.max(o.passes);
@@ -925,55 +923,6 @@ impl<'a> Writer<'a> {
             version: o.version,
             objects,
         })
-    }
-}
-
-impl Writer<'_> {
-    /// What an intermediate object must not be deleted as: the step's output and everything
-    /// the newest version references, or readers of earlier versions may still open (a sidecar
-    /// of equal filters has an equal name). Nothing is deleted when that cannot be read.
-    async fn referenced_now(
-        &self,
-        result: &Result<Outcome, CompactError>,
-        log: &TableLog,
-    ) -> HashSet<String> {
-        let mut keep = self.protected.clone();
-        if let Ok(o) = result {
-            keep.extend(o.prepared.manifest.stored_keys().map(str::to_string));
-        }
-        match references_now(log).await {
-            Ok(refs) => {
-                keep.extend(refs.live);
-                keep.extend(refs.removed.into_keys());
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "the newest version could not be read: intermediate objects are left to gc");
-                for p in &self.intermediates {
-                    keep.extend(p.manifest.stored_keys().map(str::to_string));
-                }
-            }
-        }
-        keep
-    }
-}
-
-async fn references_now(log: &TableLog) -> Result<ravel_log::References, ravel_log::LogError> {
-    let newest = log.latest().await?;
-    let live = log.manifests(&newest).await?;
-    log.references(&newest, &live).await
-}
-
-/// The objects and sidecar a manifest lists.
-pub(crate) fn spilled_keys(m: &ravel_manifest::Manifest) -> Vec<String> {
-    m.stored_keys().map(str::to_string).collect()
-}
-
-pub(crate) async fn delete_all(os: &dyn ObjectStore, keys: &[String]) {
-    use object_store::ObjectStoreExt;
-    for k in keys {
-        if let Err(e) = os.delete(&object_store::path::Path::from(k.as_str())).await {
-            tracing::warn!(key = %k, error = %e, "an intermediate object was not deleted; gc collects it");
-        }
     }
 }
 

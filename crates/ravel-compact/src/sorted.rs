@@ -14,7 +14,8 @@ use ravel_loader::{Committed, Committer, LoadError, Loader, Prepared, StageTimes
 use ravel_store::Store;
 use serde::Serialize;
 
-use crate::run::{Geometry, Writer, delete_all, runs_of, spilled_keys};
+use crate::run::{Geometry, Writer, runs_of};
+use crate::scratch::Scratch;
 use crate::{CompactError, CompactOptions};
 
 /// A load whose rows are published globally sorted (see the module docs): push rows into
@@ -24,6 +25,8 @@ pub struct SortedLoad<'a> {
     table: String,
     opts: CompactOptions,
     loader: Loader,
+    /// Where the spill goes: a prefix of this load's own.
+    scratch: Scratch,
     started: Instant,
 }
 
@@ -75,8 +78,12 @@ impl<'a> SortedLoad<'a> {
             return Err(CompactError::NotClustered(table.to_string()));
         }
         loader.set_spill(true)?;
+        let paths = ravel_store::TablePaths::new(table)?;
+        let scratch = Scratch::new(store.object_store().clone(), paths);
+        loader.set_scratch(Some(scratch.operation()))?;
         Ok(SortedLoad {
             store,
+            scratch,
             table: table.to_string(),
             opts: opts.clone(),
             loader,
@@ -102,12 +109,10 @@ impl<'a> SortedLoad<'a> {
         }
         let spill = self.loader.prepare().await?;
         let mut report = spilled(&self.table, &spill);
-        let os = self.store.object_store().clone();
         let result = merge_and_publish(self.store, &self.table, &self.opts, &spill, &mut report);
         let result = result.await;
-        let doomed = spilled_keys(&spill.manifest);
         spill.release().await;
-        delete_all(os.as_ref(), &doomed).await;
+        self.scratch.clear().await;
         result?;
         report.wall_s = self.started.elapsed().as_secs_f64();
         Ok(report)
@@ -117,6 +122,7 @@ impl<'a> SortedLoad<'a> {
 impl SortedLoad<'_> {
     async fn finish_as_one_run(mut self) -> Result<SortedLoadReport, CompactError> {
         self.loader.set_spill(false)?;
+        self.loader.set_scratch(None)?;
         let r = self.loader.finish().await?;
         let stored = r.stored_bytes;
         Ok(SortedLoadReport {
@@ -188,7 +194,7 @@ async fn merge_and_publish(
     let geometry = Geometry::new(opts, schema, chains.len());
     let mut load = opts.load.clone();
     load.load_budget = (opts.load.load_budget / 2).max(load.object_bytes);
-    let mut w = Writer::new(store, table, load, order, geometry);
+    let mut w = Writer::new(store, table, load, order, geometry)?;
     let k = chains.len();
     let merged = w.merge_all(chains).await;
     w.drop_intermediates().await;

@@ -1,8 +1,8 @@
 //! Garbage collection of a table's objects. The table keeps the objects, Bloom sidecars and
 //! manifests of its newest version, and every manifest a version of its log names. Any other
-//! object under `<table>/data/` or manifest under `<table>/_ravel/manifests/` is unreferenced:
-//! left by a load or compaction that failed or was killed before its commit, or removed by a
-//! version (a compaction replaced it). `gc` reports every such object and deletes those older
+//! object under `<table>/data/`, manifest under `<table>/_ravel/manifests/` or scratch object
+//! under `<table>/_ravel/tmp/` is unreferenced: left by a load or compaction that failed or
+//! was killed before its commit, or removed by a version (a compaction replaced it). `gc` reports every such object and deletes those older
 //! than a retention: since their last write, or, for a removed object, since its removal, so
 //! that a reader part-way through an older version keeps reading it within the retention.
 //!
@@ -73,6 +73,10 @@ pub struct Unreferenced {
     pub removed: bool,
     /// Deleted by this run.
     pub deleted: bool,
+    /// A local store's staging file (`<object>#<n>`) that a killed writer left: not an object,
+    /// so no listing of the store shows it (see [`ravel_store::StagingFile`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub staging: bool,
 }
 
 /// What `gc` found and did.
@@ -111,6 +115,13 @@ pub enum GcError {
         "table {0:?} has nothing stored under its prefix in this store (no layout, schema, objects or loads)"
     )]
     NoSuchTable(String),
+    #[error("{what} the staging file {key}")]
+    Staging {
+        what: &'static str,
+        key: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("{what} {key}")]
     Request {
         what: &'static str,
@@ -211,7 +222,35 @@ fn unreferenced_object(
         key,
         bytes: m.size,
         deleted: false,
+        staging: false,
     }
+}
+
+/// The staging files a killed writer left under the table's data and scratch prefixes.
+fn staging_files(
+    store: &Store,
+    table: &TablePaths,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Vec<Unreferenced>, GcError> {
+    let mut found = Vec::new();
+    for dir in [table.data_dir(), table.scratch_root()] {
+        let files = store
+            .staging_files(&dir)
+            .map_err(|source| GcError::Staging {
+                what: "listing",
+                key: dir.to_string(),
+                source,
+            })?;
+        found.extend(files.into_iter().map(|f| Unreferenced {
+            age_s: age_s(now, f.modified),
+            key: f.key,
+            bytes: f.bytes,
+            removed: false,
+            deleted: false,
+            staging: true,
+        }));
+    }
+    Ok(found)
 }
 
 fn age_s(now: chrono::DateTime<chrono::Utc>, written: chrono::DateTime<chrono::Utc>) -> u64 {
@@ -237,6 +276,8 @@ pub async fn gc(store: &Store, table: &str, opts: &GcOptions) -> Result<GcReport
     let refs = referenced(&arc, &table, now).await?;
     let mut listed = list(os, &table.data_dir()).await?;
     listed.extend(list(os, &table.commit_manifests_dir()).await?);
+    // Scratch objects of merges that died (a running one holds a lease, which blocks gc).
+    listed.extend(list(os, &table.scratch_root()).await?);
     if refs.manifests == 0 && listed.is_empty() && list(os, &table.root()).await?.is_empty() {
         return Err(GcError::NoSuchTable(table.name().to_string()));
     }
@@ -245,6 +286,8 @@ pub async fn gc(store: &Store, table: &str, opts: &GcOptions) -> Result<GcReport
         .filter(|m| !refs.keys.contains(m.location.as_ref()))
         .map(|m| unreferenced_object(&refs, now, m))
         .collect();
+    let referenced = listed.len() - unreferenced.len();
+    unreferenced.extend(staging_files(store, &table, now)?);
     unreferenced.sort_by(|a, b| a.key.cmp(&b.key));
     // Read after the listing: a load whose object was listed held its lease since before.
     let mut leases = read_leases(os, &table, opts.stale_lease_after).await?;
@@ -253,7 +296,7 @@ pub async fn gc(store: &Store, table: &str, opts: &GcOptions) -> Result<GcReport
     let mut deleted_bytes = 0;
     if !opts.dry_run && blocked_by.is_empty() {
         if unreferenced.iter().any(|u| u.age_s >= retention) {
-            let outcome = delete_old(&arc, &table, opts, &mut unreferenced).await?;
+            let outcome = delete_old(store, &table, opts, &mut unreferenced).await?;
             deleted_bytes = outcome.deleted_bytes;
             blocked_by = outcome.blocked_by;
         }
@@ -266,7 +309,7 @@ pub async fn gc(store: &Store, table: &str, opts: &GcOptions) -> Result<GcReport
         table: table.name().to_string(),
         manifests: refs.manifests,
         objects: listed.len(),
-        referenced: listed.len() - unreferenced.len(),
+        referenced,
         deleted: unreferenced.iter().filter(|u| u.deleted).count(),
         unreferenced,
         deleted_bytes,
@@ -286,12 +329,13 @@ struct Deleted {
 
 /// Deletes the candidates that are still unreferenced, still old, and while no load runs.
 async fn delete_old(
-    arc: &Arc<dyn ObjectStore>,
+    store: &Store,
     table: &TablePaths,
     opts: &GcOptions,
     unreferenced: &mut [Unreferenced],
 ) -> Result<Deleted, GcError> {
     let retention = opts.older_than.as_secs();
+    let arc = store.object_store();
     // A load may have committed since the first read: its objects are referenced now.
     let refs_now = referenced(arc, table, chrono::Utc::now()).await?;
     let os = arc.as_ref();
@@ -307,6 +351,11 @@ async fn delete_old(
                 deleted_bytes,
                 blocked_by,
             });
+        }
+        if u.staging {
+            delete_staging(store, u, retention)?;
+            deleted_bytes += if u.deleted { u.bytes } else { 0 };
+            continue;
         }
         // A load may have written the object again (reusing it) since the listing.
         let path = Path::from(u.key.as_str());
@@ -335,6 +384,25 @@ async fn delete_old(
         deleted_bytes,
         blocked_by: Vec::new(),
     })
+}
+
+/// Deletes a staging file if it is still there and still old (a writer may have resumed).
+fn delete_staging(store: &Store, u: &mut Unreferenced, retention: u64) -> Result<(), GcError> {
+    let err = |what| {
+        let key = u.key.clone();
+        move |source| GcError::Staging { what, key, source }
+    };
+    let Some(now) = store.staging_file(&u.key).map_err(err("reading"))? else {
+        return Ok(());
+    };
+    u.age_s = age_s(chrono::Utc::now(), now.modified);
+    if u.age_s < retention {
+        return Ok(());
+    }
+    store.remove_staging_file(&u.key).map_err(err("deleting"))?;
+    tracing::info!(key = %u.key, bytes = u.bytes, age_s = u.age_s, "deleted a staging file");
+    u.deleted = true;
+    Ok(())
 }
 
 /// Deletes the leases of dead loads (stale) that are older than the retention.

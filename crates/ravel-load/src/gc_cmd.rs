@@ -90,7 +90,11 @@ fn print_report(r: &GcReport, older_than: &str) {
         } else {
             "old"
         };
-        println!("  {} {} bytes, {} s {age}: {what}", u.key, u.bytes, u.age_s);
+        let staging = if u.staging { " (staging file)" } else { "" };
+        println!(
+            "  {}{staging} {} bytes, {} s {age}: {what}",
+            u.key, u.bytes, u.age_s
+        );
     }
     print_leases(r);
     println!(

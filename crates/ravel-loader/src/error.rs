@@ -87,12 +87,34 @@ pub enum LoadError {
     #[error(transparent)]
     Log(#[from] ravel_log::LogError),
 
-    #[error("load failed after storing {} object(s) that no manifest lists (gc collects them): {}", left_behind.len(), left_behind.join(", "))]
+    #[error("{writing} failed after storing {} object(s) that no manifest lists (gc collects them): {}", left_behind.len(), left_behind.join(", "))]
     Failed {
+        /// What the objects were written for.
+        writing: Writing,
         left_behind: Vec<String>,
         #[source]
         source: Box<LoadError>,
     },
+}
+
+/// What a loader writes: a load's objects, a merge's output, or a merge's spill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writing {
+    Load,
+    /// A compaction's output, in the table's order already.
+    Merge,
+    /// Sorted runs a merge reads back.
+    Spill,
+}
+
+impl std::fmt::Display for Writing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Writing::Load => "the load",
+            Writing::Merge => "the compaction",
+            Writing::Spill => "the sort ahead of the merge",
+        })
+    }
 }
 
 /// The part of a load in which an Arrow kernel failed. (Computing a run's clustering order

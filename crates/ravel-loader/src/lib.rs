@@ -22,7 +22,7 @@ pub use commit::{Committed, Committer, Published, Replacement};
 pub use encode::{
     EncodeSettings, EncodedRun, RunEncoder, SortedRun, stats_columns, table_configuration,
 };
-pub use error::{ArrowStage, LoadError};
+pub use error::{ArrowStage, LoadError, Writing};
 pub use loader::{LoadReport, Loader, Prepared, StageTimes};
 pub use object::{EncodedObject, Run};
 pub use options::{InvalidOptions, LoadOptions, SORT_SCRATCH_PER_ROW, ZSTD_LEVELS};

@@ -21,7 +21,7 @@ use crate::encode::{EncodeSettings, EncodedRun, RunEncoder};
 use crate::object::{EncodedObject, Run};
 use crate::sidecar::BloomSidecar;
 use crate::upload::{UploadedRun, Uploader};
-use crate::{ArrowStage, LoadError, LoadOptions};
+use crate::{ArrowStage, LoadError, LoadOptions, Writing};
 use ravel_manifest::{MANIFEST_FORMAT, Manifest, ObjectEntry};
 
 /// Seconds spent per stage.
@@ -417,6 +417,24 @@ impl Loader {
         Ok(())
     }
 
+    /// Stores this loader's objects under the scratch prefix of `operation` (see
+    /// [`TablePaths::scratch_dir`]) rather than with the table's: objects a merge reads back and
+    /// never publishes, which no other operation can then name, read or delete. `None` stores
+    /// them with the table's again. Only before the first object is stored.
+    pub fn set_scratch(&mut self, operation: Option<&str>) -> Result<(), LoadError> {
+        if self.runs > 0 || !self.objects.is_empty() {
+            return Err(LoadError::Internal {
+                task: "choosing where the objects go".into(),
+                message: "objects are stored already".into(),
+            });
+        }
+        self.uploader.set_dir(match operation {
+            Some(operation) => self.table.scratch_dir(operation),
+            None => self.table.data_dir(),
+        });
+        Ok(())
+    }
+
     /// The options it loads with.
     pub fn options(&self) -> &LoadOptions {
         &self.opts
@@ -556,6 +574,7 @@ impl Loader {
             Ok(report) => Ok(report),
             Err(e) if self.objects.is_empty() => Err(e),
             Err(e) => Err(LoadError::Failed {
+                writing: self.writing(),
                 left_behind: self.objects.iter().map(|o| o.key.clone()).collect(),
                 source: Box::new(e),
             }),
@@ -571,9 +590,19 @@ impl Loader {
             error
         } else {
             LoadError::Failed {
+                writing: self.writing(),
                 left_behind: self.objects.iter().map(|o| o.key.clone()).collect(),
                 source: Box::new(error),
             }
+        }
+    }
+
+    /// What this loader's objects are for.
+    fn writing(&self) -> Writing {
+        match (self.spill, self.presorted) {
+            (true, _) => Writing::Spill,
+            (false, true) => Writing::Merge,
+            (false, false) => Writing::Load,
         }
     }
 

@@ -76,6 +76,11 @@ impl Uploader {
         }
     }
 
+    /// Stores from now on into `dir`.
+    pub fn set_dir(&mut self, dir: Path) {
+        self.dir = dir;
+    }
+
     /// Stores the objects `objects` delivers, in the order they come, as run `run`. Each is
     /// charged to the budget (at most `object_cap` units: what the run's own charge leaves)
     /// before its upload starts; waiting for the budget or for an upload slot holds the

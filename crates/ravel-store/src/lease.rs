@@ -100,6 +100,21 @@ pub struct HeldLease {
 
 static SEQUENCE: AtomicU64 = AtomicU64::new(0);
 
+/// A name no other lease or operation of any process on any host takes: the time, the process,
+/// a sequence number within it, and a tag of the host.
+pub fn unique_id() -> String {
+    unique_id_at(now_ms(), &this_host())
+}
+
+fn unique_id_at(ms: u64, host: &str) -> String {
+    let seq = SEQUENCE.fetch_add(1, Ordering::Relaxed);
+    format!(
+        "{ms:013}-{}-{seq}-{:08x}",
+        std::process::id(),
+        host_tag(host)
+    )
+}
+
 impl HeldLease {
     /// Writes a new lease for `table` under a name unique to this load (a plain put: a retried
     /// request that finds its own first attempt stored must not fail) and starts its heartbeat.
@@ -110,9 +125,8 @@ impl HeldLease {
     ) -> Result<HeldLease, LeaseError> {
         let started_ms = now_ms();
         let pid = std::process::id();
-        let seq = SEQUENCE.fetch_add(1, Ordering::Relaxed);
         let host = this_host();
-        let id = format!("{started_ms:013}-{pid}-{seq}-{:08x}", host_tag(&host));
+        let id = unique_id_at(started_ms, &host);
         let lease = Lease {
             format: LEASE_FORMAT,
             id: id.clone(),

@@ -11,7 +11,10 @@
 //! <table>/_layout/<generation>.json   layout documents, one per generation (create-if-absent)
 //! <table>/_schema.json                the table's recorded Arrow schema (once)
 //! <table>/data/<hash>.parquet         objects
-//! <table>/manifests/<load-id>.json    one manifest per load
+//! <table>/_delta_log/<version>.json   the table's versions (Delta Lake log entries)
+//! <table>/_ravel/manifests/<id>.json  one manifest per load or compaction
+//! <table>/_ravel/tmp/<operation>/     a running merge's scratch objects (spill, passes)
+//! <table>/manifests/<load-id>.json    manifests of tables written before the log existed
 //! <table>/_leases/<lease-id>.json    one lease per running load (see [`lease`])
 //! _ravel/capabilities.json            what the server supports (see `Store::capabilities`)
 //! ```
@@ -25,12 +28,14 @@ mod create;
 pub mod lease;
 mod retry;
 mod s3;
+mod staging;
 
 pub use capability::Capabilities;
 pub use create::{CreateError, create_or_confirm};
-pub use lease::{FoundLease, HeldLease, Lease, LeaseError, STALE_AFTER, read_leases};
+pub use lease::{FoundLease, HeldLease, Lease, LeaseError, STALE_AFTER, read_leases, unique_id};
 pub use retry::{GaveUp, RetryPolicy, RetryStore, is_transient};
 pub use s3::{CLIENT_RETRIES, CONNECT_TIMEOUT, REQUEST_TIMEOUT, RETRY_BUDGET};
+pub use staging::StagingFile;
 
 use std::fmt;
 use std::path::{Path as FsPath, PathBuf};
@@ -186,6 +191,8 @@ impl fmt::Display for StoreLocation {
 pub struct Store {
     location: String,
     inner: Arc<dyn ObjectStore>,
+    /// The directory of a local store (see [`Store::staging_files`]).
+    local_root: Option<PathBuf>,
     capabilities: Arc<tokio::sync::OnceCell<Capabilities>>,
 }
 
@@ -239,7 +246,11 @@ impl Store {
                         source,
                     })?
                     .with_automatic_cleanup(true);
-                Ok(Store::new(shown, Arc::new(fs)))
+                let root = std::fs::canonicalize(&path).unwrap_or(path);
+                Ok(Store {
+                    local_root: Some(root),
+                    ..Store::new(shown, Arc::new(fs))
+                })
             }
             StoreLocation::S3 { bucket, prefix } => {
                 let s3 = s3::open(&shown, &bucket)?;
@@ -258,6 +269,7 @@ impl Store {
         Store {
             location: location.into(),
             inner,
+            local_root: None,
             capabilities: Arc::default(),
         }
     }
@@ -351,6 +363,19 @@ impl TablePaths {
     /// version that adds its objects (an unreferenced one is a commit that never happened).
     pub fn commit_manifests_dir(&self) -> Path {
         Path::from_iter([self.name.as_str(), "_ravel", "manifests"])
+    }
+
+    /// `<table>/_ravel/tmp/`: scratch objects of running operations (see
+    /// [`TablePaths::scratch_dir`]).
+    pub fn scratch_root(&self) -> Path {
+        Path::from_iter([self.name.as_str(), "_ravel", "tmp"])
+    }
+
+    /// `<table>/_ravel/tmp/<operation>/`: the objects one operation writes and reads back but
+    /// never publishes (a merge's spill and intermediate passes). Only that operation writes or
+    /// deletes under it; `gc` collects what a dead one left, as it collects orphaned objects.
+    pub fn scratch_dir(&self, operation: &str) -> Path {
+        self.scratch_root().join(operation)
     }
 
     /// `<table>/_delta_log/`: the table's versions, one entry each, in Delta Lake's format.

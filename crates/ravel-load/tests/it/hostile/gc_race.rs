@@ -182,3 +182,33 @@ fn gc_and_verify_agree_on_what_a_table_is() {
         );
     }
 }
+
+#[test]
+fn gc_collects_the_staging_files_and_scratch_objects_that_killed_writers_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = hits_store(dir.path());
+    load(&store, &generated(dir.path()));
+    // A local write killed before its rename; a merge killed before it cleared its scratch.
+    let staging = store.join("hits/data/0123abcd.parquet#1");
+    std::fs::write(&staging, vec![7u8; 4096]).unwrap();
+    let scratch = store.join("hits/_ravel/tmp/0000000000001-1-0-00000000/4567.parquet");
+    std::fs::create_dir_all(scratch.parent().unwrap()).unwrap();
+    std::fs::write(&scratch, b"PAR1").unwrap();
+    let kept = ok(&format!(
+        "gc --store {} --table hits --older-than 1h",
+        p(&store)
+    ));
+    assert!(
+        kept.contains("hits/data/0123abcd.parquet#1 (staging file) 4096 bytes"),
+        "{kept}"
+    );
+    assert!(kept.contains("_ravel/tmp/0000000000001-1-0-00000000/4567.parquet"));
+    assert!(
+        staging.exists() && scratch.exists(),
+        "younger than the retention"
+    );
+    let out = gc_now(&store);
+    assert!(out.contains("2 deleted (4100 bytes)"), "{out}");
+    assert!(!staging.exists() && !scratch.exists());
+    ok(&format!("verify --store {} --table hits --deep", p(&store)));
+}
