@@ -143,12 +143,8 @@ impl TableLog {
             let totals = self.totals(&snapshot).await?;
             let entry = self.entry_for(&snapshot, commit, version, attempt, totals);
             if self.create(version, entry.clone()).await? {
-                // After a merge too: a merge replaces many objects, and a reader that opens
-                // the table next starts from its checkpoint instead of replaying the loads.
                 let merge = commit.operation == Operation::Compaction;
-                if version > 0 && (version % CHECKPOINT_INTERVAL == 0 || merge) {
-                    self.checkpoint_after(snapshot, version, &entry).await;
-                }
+                self.after_commit(snapshot, version, &entry, merge).await;
                 return Ok(Committed::Version(version));
             }
             tracing::debug!(version, "another commit took the version; reading it");
@@ -157,17 +153,24 @@ impl TableLog {
         Err(LogError::TooManyConflicts(MAX_ATTEMPTS))
     }
 
-    /// Writes the checkpoint of `version`, which `entry` created on `base`. A failure is only
-    /// logged: the commit stands, and readers replay from an older checkpoint.
-    async fn checkpoint_after(&self, mut base: Snapshot, version: u64, entry: &[u8]) {
+    /// Writes the checksum file of `version`, which `entry` created on `base`, and its
+    /// checkpoint every [`CHECKPOINT_INTERVAL`] versions and after a merge (which replaces many
+    /// objects: a reader that opens the table next starts from it instead of replaying the
+    /// loads). A failure is only logged: the commit stands, and readers check against an older
+    /// checksum and replay from an older checkpoint.
+    async fn after_commit(&self, mut base: Snapshot, version: u64, entry: &[u8], merge: bool) {
         let actions = match crate::actions::decode_entry(entry) {
             Ok(a) => a,
             Err((line, e)) => {
-                tracing::warn!(version, line, error = %e, "no checkpoint: the entry just written does not parse");
+                tracing::warn!(version, line, error = %e, "no checksum or checkpoint: the entry just written does not parse");
                 return;
             }
         };
         base.apply(&crate::LogEntry { version, actions });
+        self.write_checksum(&base).await;
+        if version == 0 || (version % CHECKPOINT_INTERVAL != 0 && !merge) {
+            return;
+        }
         if let Err(e) = self.write_checkpoint(&base).await {
             tracing::warn!(version, error = %e, "the checkpoint was not written; readers replay from an older one");
         }

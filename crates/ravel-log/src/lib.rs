@@ -26,6 +26,7 @@
 
 mod actions;
 mod checkpoint;
+mod checksum;
 mod commit;
 mod error;
 mod references;
@@ -42,6 +43,7 @@ pub use checkpoint::{
     CHECKPOINT_INTERVAL, LastCheckpoint, checkpoint_actions, checkpoint_schema, decode_checkpoint,
     encode_checkpoint,
 };
+pub use checksum::{ChecksumMismatch, Counts, VersionChecksum};
 pub use commit::{Commit, Committed, Operation, Published, published_in};
 pub use error::LogError;
 pub use references::References;
@@ -125,10 +127,26 @@ impl TableLog {
     /// The newest version: from the newest checkpoint, the entries after it. A table with no
     /// log reads as the union of its manifests; one with neither has no version (`version`
     /// is `None`).
+    ///
+    /// A snapshot started from a checkpoint is checked against the newest checksum file of its
+    /// versions ([`VersionChecksum`]); on a mismatch the whole log is replayed, a warning
+    /// logged, and the replay returned with [`Snapshot::checksum_mismatch`] set.
     pub async fn latest(&self) -> Result<Snapshot, LogError> {
         if let Some(mut s) = self.read_checkpoint().await {
-            self.catch_up(&mut s).await?;
-            return Ok(s);
+            let checkpoint = s.version.unwrap_or(0);
+            let mut built = vec![(checkpoint, Counts::of(&s))];
+            let versions = self.versions_from(s.next_version()).await?;
+            for e in self.entries(&versions).await? {
+                s.apply(&e);
+                built.push((e.version, Counts::of(&s)));
+            }
+            let Some(mismatch) = self.check_built(checkpoint, &built).await? else {
+                return Ok(s);
+            };
+            checksum::warn_once(self.table.name(), &mismatch);
+            let mut replayed = replay(&self.history().await?);
+            replayed.checksum_mismatch = Some(mismatch);
+            return Ok(replayed);
         }
         let history = self.history().await?;
         if history.is_empty() {
@@ -427,7 +445,7 @@ fn check_listed(
     })
 }
 
-async fn get(store: &dyn ObjectStore, path: &Path) -> Result<bytes::Bytes, LogError> {
+pub(crate) async fn get(store: &dyn ObjectStore, path: &Path) -> Result<bytes::Bytes, LogError> {
     let err = |source| LogError::Store {
         what: "reading",
         key: path.to_string(),

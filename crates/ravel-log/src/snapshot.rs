@@ -57,6 +57,9 @@ pub struct Snapshot {
     pub totals: Option<crate::Totals>,
     /// Manifests already read (a table without a log reads them to build its version).
     pub(crate) known: BTreeMap<String, Arc<Manifest>>,
+    /// The checkpoint this version was first built from disagreed with a checksum file, and
+    /// this is the whole log replayed instead (see [`crate::TableLog::latest`]).
+    pub checksum_mismatch: Option<crate::ChecksumMismatch>,
 }
 
 impl Snapshot {

@@ -8,6 +8,8 @@ use arrow::datatypes::Schema;
 use parquet::file::metadata::ParquetMetaData;
 use ravel_log::{Add, Snapshot};
 use ravel_manifest::ObjectEntry;
+
+use crate::Violation;
 use serde_json::Value;
 
 /// What Delta readers are told about the table's columns.
@@ -203,4 +205,28 @@ pub(crate) fn checkpoint_problems(newest: &Snapshot, replayed: &Snapshot) -> Vec
         ));
     }
     out
+}
+
+/// The newest version's checksum file (when it has one) against a replay of the log.
+pub(crate) async fn checksum_problem(
+    log: &ravel_log::TableLog,
+    replayed: &Snapshot,
+) -> Result<Option<Violation>, ravel_log::LogError> {
+    let Some(version) = replayed.version else {
+        return Ok(None);
+    };
+    let Some(crc) = log.checksum(version).await? else {
+        return Ok(None);
+    };
+    let built = ravel_log::Counts::of(replayed);
+    if (crc.num_files, crc.table_size_bytes) == (built.files, built.bytes) {
+        return Ok(None);
+    }
+    Ok(Some(Violation {
+        object: log.checksum_path(version).to_string(),
+        problem: format!(
+            "records {} files of {} bytes, the log's replay gives {} files of {} bytes",
+            crc.num_files, crc.table_size_bytes, built.files, built.bytes
+        ),
+    }))
 }

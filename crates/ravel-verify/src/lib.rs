@@ -176,6 +176,7 @@ pub async fn verify(
         object: "the Delta log".into(),
         problem,
     }));
+    violations.extend(delta::checksum_problem(&log, &replayed).await?);
     let live = log.manifests(&snapshot).await?;
     let manifests: Vec<(String, Manifest)> = live
         .iter()

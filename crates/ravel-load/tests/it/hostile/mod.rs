@@ -2,6 +2,7 @@
 //! once lost data, wrote where it must not, hung, or answered wrongly, and asserts that it now
 //! refuses or holds.
 
+mod checkpoint;
 mod gc_race;
 mod inputs;
 mod query;
