@@ -31,6 +31,7 @@
 //! the step that conflicted publishes nothing (steps committed before it stand). Loads committed
 //! meanwhile stay untouched.
 
+mod adopt;
 mod maintenance;
 mod merge;
 mod plan;
@@ -40,6 +41,7 @@ mod scratch;
 mod sorted;
 mod window;
 
+pub use adopt::{AdoptError, Adopted, adopt, foreign_objects};
 pub use maintenance::{Decision, decide, depth_bound};
 pub use plan::{Chain, InputObject, Plan, Ranged, Step, Window, max_depth, plan};
 pub use run::{compact, maintain};
@@ -89,6 +91,8 @@ pub enum CompactError {
     Load(#[from] LoadError),
     #[error("reading an input object: {0}")]
     Read(String),
+    #[error(transparent)]
+    Adopt(#[from] AdoptError),
     #[error(transparent)]
     Arrow(#[from] arrow::error::ArrowError),
     #[error(
@@ -188,4 +192,8 @@ pub struct CompactReport {
     pub stages: CompactStages,
     pub wall_s: f64,
     pub dry_run: bool,
+    /// Objects of the version read that other Delta writers added.
+    pub foreign_objects: usize,
+    /// Those taken in before the merge (none in a dry run), as a version of their own.
+    pub adopted: Option<Adopted>,
 }

@@ -22,10 +22,10 @@ use crate::plan::InputObject;
 
 /// One stored object as parquet's async reader sees it: ranged GETs, the size from the manifest.
 #[derive(Clone)]
-struct ObjectFile {
-    store: Arc<dyn ObjectStore>,
-    path: Path,
-    size: u64,
+pub(crate) struct ObjectFile {
+    pub(crate) store: Arc<dyn ObjectStore>,
+    pub(crate) path: Path,
+    pub(crate) size: u64,
 }
 
 fn external(e: object_store::Error) -> ParquetError {

@@ -246,6 +246,8 @@ struct Opened {
     read_version: u64,
     totals: ravel_log::Totals,
     live: Vec<LiveManifest>,
+    /// Objects of the version other Delta writers added.
+    foreign: usize,
     schema: Schema,
     order: ClusteringOrder,
 }
@@ -264,6 +266,7 @@ async fn open(store: &Store, table: &str) -> Result<Opened, CompactError> {
     }
     let totals = log.totals(&snapshot).await?;
     let live = log.manifests(&snapshot).await?;
+    let foreign = snapshot.foreign(&paths).len();
     let schema = match layouts.schema().await? {
         Some(s) => s,
         None => live
@@ -281,11 +284,14 @@ async fn open(store: &Store, table: &str) -> Result<Opened, CompactError> {
         read_version,
         totals,
         live,
+        foreign,
         schema,
         order,
     })
 }
 
+/// Takes in the objects other Delta writers added (see [`crate::adopt`]), unless a dry run, then
+/// runs the compaction (or maintenance) on the version that leaves.
 async fn run_selected(
     store: &Store,
     table: &str,
@@ -294,6 +300,35 @@ async fn run_selected(
 ) -> Result<CompactReport, CompactError> {
     let started = Instant::now();
     let o = open(store, table).await?;
+    let foreign = o.foreign;
+    let adopted = match foreign {
+        0 => None,
+        _ if opts.dry_run => None,
+        _ => crate::adopt(store, table, opts).await?,
+    };
+    let o = match adopted {
+        Some(_) => open(store, table).await?,
+        None => o,
+    };
+    let mut report = run_opened(store, table, opts, maintain, o, started).await?;
+    report.foreign_objects = foreign;
+    if let Some(a) = &adopted {
+        report.read_version = report.read_version.map(|v| v.min(a.version - 1));
+        report.version = report.version.or(Some(a.version));
+        report.written_bytes += a.written_bytes;
+    }
+    report.adopted = adopted;
+    Ok(report)
+}
+
+async fn run_opened(
+    store: &Store,
+    table: &str,
+    opts: &CompactOptions,
+    maintain: bool,
+    o: Opened,
+    started: Instant,
+) -> Result<CompactReport, CompactError> {
     let first = plan(&o.live, &o.layout.sort_key_names());
     let selector = Selector {
         policy: maintain.then_some(o.layout.maintenance),
@@ -580,6 +615,8 @@ fn planned(
         stages: CompactStages::default(),
         wall_s: 0.0,
         dry_run,
+        foreign_objects: 0,
+        adopted: None,
     }
 }
 

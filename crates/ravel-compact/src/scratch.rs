@@ -36,22 +36,22 @@ impl Scratch {
     }
 
     /// Moves the objects and sidecar of `prepared` (written under this prefix) to the table's
-    /// data directory, so that they can be published. A server-side copy each; the originals go
-    /// with [`Scratch::clear`].
+    /// data and sidecar directories, so that they can be published. A server-side copy each;
+    /// the originals go with [`Scratch::clear`].
     pub(crate) async fn promote(&self, prepared: &mut Prepared) -> Result<(), LoadError> {
-        let data = self.paths.data_dir();
+        let (data, blooms) = (self.paths.data_dir(), self.paths.blooms_dir());
         let m = &mut prepared.manifest;
         let keys = m
             .objects
             .iter_mut()
-            .map(|o| &mut o.key)
-            .chain(m.blooms.iter_mut().map(|b| &mut b.key));
-        for key in keys {
+            .map(|o| (&data, &mut o.key))
+            .chain(m.blooms.iter_mut().map(|b| (&blooms, &mut b.key)));
+        for (dir, key) in keys {
             let from = Path::from(key.as_str());
             let Some(name) = from.filename() else {
                 continue;
             };
-            let to = data.clone().join(name);
+            let to = dir.clone().join(name);
             self.os
                 .copy(&from, &to)
                 .await

@@ -1,7 +1,7 @@
 //! Garbage collection of a table's objects. The table keeps the objects, Bloom sidecars and
 //! manifests of its newest version, and every manifest a version of its log names. Any other
-//! object under `<table>/data/`, manifest under `<table>/_ravel/manifests/` or scratch object
-//! under `<table>/_ravel/tmp/` is unreferenced: left by a load or compaction that failed or
+//! object under `<table>/data/`, sidecar under `<table>/_ravel/blooms/`, manifest under
+//! `<table>/_ravel/manifests/` or scratch object under `<table>/_ravel/tmp/` is unreferenced: left by a load or compaction that failed or
 //! was killed before its commit, or removed by a version (a compaction replaced it). `gc` reports every such object and deletes those older
 //! than a retention: since their last write, or, for a removed object, since its removal, so
 //! that a reader part-way through an older version keeps reading it within the retention.
@@ -206,6 +206,37 @@ async fn list(store: &dyn ObjectStore, dir: &Path) -> Result<Vec<ObjectMeta>, Gc
         })
 }
 
+/// Objects other Delta writers added (anywhere under the table, as their `add` named them) that
+/// a version removed since (a compaction took them in) and that are still stored.
+async fn removed_elsewhere(
+    os: &dyn ObjectStore,
+    table: &TablePaths,
+    refs: &Refs,
+) -> Result<Vec<ObjectMeta>, GcError> {
+    let ours = [
+        table.data_dir().to_string() + "/",
+        table.root().to_string() + "/_ravel/",
+    ];
+    let mut found = Vec::new();
+    for key in refs.removed.keys() {
+        if ours.iter().any(|dir| key.starts_with(dir.as_str())) {
+            continue;
+        }
+        match os.head(&Path::from(key.as_str())).await {
+            Ok(meta) => found.push(meta),
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(source) => {
+                return Err(GcError::Request {
+                    what: "reading the age of",
+                    key: key.clone(),
+                    source,
+                });
+            }
+        }
+    }
+    Ok(found)
+}
+
 /// An object no version references: its age is since its last write, or since its removal
 /// when a version removed it (readers of older versions may read it until then).
 fn unreferenced_object(
@@ -276,8 +307,10 @@ pub async fn gc(store: &Store, table: &str, opts: &GcOptions) -> Result<GcReport
     let refs = referenced(&arc, &table, now).await?;
     let mut listed = list(os, &table.data_dir()).await?;
     listed.extend(list(os, &table.commit_manifests_dir()).await?);
+    listed.extend(list(os, &table.blooms_dir()).await?);
     // Scratch objects of merges that died (a running one holds a lease, which blocks gc).
     listed.extend(list(os, &table.scratch_root()).await?);
+    listed.extend(removed_elsewhere(os, &table, &refs).await?);
     if refs.manifests == 0 && listed.is_empty() && list(os, &table.root()).await?.is_empty() {
         return Err(GcError::NoSuchTable(table.name().to_string()));
     }

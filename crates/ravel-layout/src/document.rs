@@ -36,7 +36,15 @@ pub struct Layout {
     /// the document while it has the defaults.
     #[serde(default, skip_serializing_if = "Maintenance::is_default")]
     pub maintenance: Maintenance,
+    /// Other Delta writers are fenced off: the table's protocol lists a writer feature
+    /// ([`FENCE_PROPERTY`]'s) that writers which do not know it refuse. Off by default: other
+    /// engines may append to or optimize the table, and ravel-load takes their objects back in.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fence: bool,
 }
+
+/// The table property that records [`Layout::fence`] in the table's Delta metadata.
+pub const FENCE_PROPERTY: &str = "ravel.fence";
 
 /// The key columns sorted after the stream and the time bucket, and the bucket width.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -164,6 +172,7 @@ impl Default for Layout {
                 fpp: 0.01,
             },
             maintenance: Maintenance::default(),
+            fence: false,
         }
     }
 }
@@ -218,6 +227,9 @@ impl Layout {
         let sort_key = self.sort_key_names();
         if !sort_key.is_empty() {
             p.insert("ravel.layout.sortKey".into(), sort_key.join(", "));
+        }
+        if self.fence {
+            p.insert(FENCE_PROPERTY.into(), "true".into());
         }
         p
     }

@@ -11,7 +11,8 @@ mod service;
 
 pub use bucket::{BucketWidth, parse_seconds};
 pub use document::{
-    Bloom, BloomScope, ClusteringKey, LAYOUT_FORMAT, Layout, is_orderable, is_text, is_time_type,
+    Bloom, BloomScope, ClusteringKey, FENCE_PROPERTY, LAYOUT_FORMAT, Layout, is_orderable, is_text,
+    is_time_type,
 };
 pub use error::LayoutError;
 pub use maintenance::{MAX_POLICY_RUNS, Maintenance, MaintenanceMode};

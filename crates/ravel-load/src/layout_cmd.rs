@@ -44,6 +44,19 @@ pub enum LayoutCommand {
     /// The maintenance policy every load ends with (and `ravel-load maintain` runs).
     #[command(subcommand)]
     Maintenance(MaintenanceCommand),
+    /// Whether other Delta writers are fenced off the table (a writer feature they refuse).
+    #[command(subcommand)]
+    Fence(FenceCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum FenceCommand {
+    /// Fence other Delta writers off: from the version this commits on, writers that do not
+    /// know the table's `ravelSoleWriter` feature refuse to write (readers read on).
+    Set,
+    /// Let other Delta writers append to and optimize the table again.
+    Clear,
+    Show,
 }
 
 #[derive(Subcommand, Debug)]
@@ -190,6 +203,7 @@ pub fn run(args: LayoutArgs) -> Result<()> {
             | LayoutCommand::BloomScope(BloomScopeCommand::Show)
             | LayoutCommand::Schema(SchemaCommand::Show)
             | LayoutCommand::Maintenance(MaintenanceCommand::Show)
+            | LayoutCommand::Fence(FenceCommand::Show)
     );
     let store = if writes {
         Store::create(&args.store)?
@@ -312,6 +326,9 @@ pub fn run(args: LayoutArgs) -> Result<()> {
                 }
             },
             LayoutCommand::Maintenance(c) => maintenance(&service, &start, c).await.with_context(ctx),
+            LayoutCommand::Fence(c) => fence(&store, &table, &service, &start, c)
+                .await
+                .with_context(ctx),
             LayoutCommand::Schema(c) => match c {
                 SchemaCommand::Set {
                     from,
@@ -388,6 +405,42 @@ async fn maintenance(
             Ok(())
         }
     }
+}
+
+async fn fence(
+    store: &Store,
+    table: &str,
+    service: &LayoutStore,
+    start: &Option<Layout>,
+    command: FenceCommand,
+) -> Result<()> {
+    let on = match command {
+        FenceCommand::Set => true,
+        FenceCommand::Clear => false,
+        FenceCommand::Show => {
+            let fenced = service.load().await?.fence;
+            println!(
+                "{}",
+                if fenced {
+                    "fenced: other Delta writers refuse to write to the table"
+                } else {
+                    "open: other Delta writers may write; ravel-load takes their objects back in"
+                }
+            );
+            return Ok(());
+        }
+    };
+    let u = update(service, start, |l| {
+        l.fence = on;
+        Ok(())
+    })
+    .await?;
+    report(if on { "fence" } else { "no fence" }, &u)?;
+    match ravel_loader::commit_settings(store, table).await? {
+        Some(v) => println!("recorded in the table's protocol: version {v}"),
+        None => println!("the table's protocol has it already, or its first load records it"),
+    }
+    Ok(())
 }
 
 /// The schema of a Parquet file, as Arrow reads it.

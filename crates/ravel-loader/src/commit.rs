@@ -10,7 +10,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use ravel_log::{ChainOrigin, Commit, Operation, TableLog};
 use ravel_manifest::Manifest;
-use ravel_store::TablePaths;
+use ravel_store::{Store, TablePaths};
 
 pub use ravel_log::{Committed, Published};
 
@@ -181,3 +181,26 @@ impl Committer {
 
 /// Objects checked for existence at once before the commit.
 const CHECK_CONCURRENCY: usize = 16;
+
+/// Records the table's layout settings in its Delta metadata, and the protocol they ask for
+/// (the fence on or off), as a version of their own: other writers see the fence from that
+/// version on, not from the next load. `None` when the newest version has them already, or the
+/// table has no version or no recorded schema yet (its first load records them).
+pub async fn commit_settings(store: &Store, table: &str) -> Result<Option<u64>, LoadError> {
+    let layouts = ravel_layout::LayoutStore::new(store, table)?;
+    let layout = layouts.load().await?;
+    let Some(schema) = layouts.schema().await? else {
+        return Ok(None);
+    };
+    let log = TableLog::new(store.object_store().clone(), layouts.table().clone());
+    let configuration = crate::table_configuration(&layout, &schema);
+    Ok(log.commit_settings(&configuration).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_layout_and_the_log_name_the_fence_alike() {
+        assert_eq!(ravel_layout::FENCE_PROPERTY, ravel_log::FENCE_PROPERTY);
+    }
+}

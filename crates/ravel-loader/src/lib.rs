@@ -18,7 +18,7 @@ pub mod tsv;
 mod upload;
 
 pub use budget::Budget;
-pub use commit::{Committed, Committer, Published, Replacement};
+pub use commit::{Committed, Committer, Published, Replacement, commit_settings};
 pub use encode::{
     EncodeSettings, EncodedRun, RunEncoder, SortedRun, stats_columns, table_configuration,
 };

@@ -186,7 +186,8 @@ impl Loader {
                 table.data_dir(),
                 opts.pipeline_depth,
                 budget.clone(),
-            ),
+            )
+            .with_sidecar_dir(table.blooms_dir()),
             committer: Committer::new(object_store.clone(), table.clone()),
             store: object_store,
             table,
@@ -428,10 +429,15 @@ impl Loader {
                 message: "objects are stored already".into(),
             });
         }
-        self.uploader.set_dir(match operation {
-            Some(operation) => self.table.scratch_dir(operation),
-            None => self.table.data_dir(),
-        });
+        match operation {
+            Some(operation) => {
+                let dir = self.table.scratch_dir(operation);
+                self.uploader.set_dirs(dir.clone(), dir);
+            }
+            None => self
+                .uploader
+                .set_dirs(self.table.data_dir(), self.table.blooms_dir()),
+        }
         Ok(())
     }
 

@@ -50,7 +50,7 @@ impl BloomSidecar {
         let EncodedSidecar { bytes, sections } = ravel_bloom::encode_sidecar(&self.columns);
         let size = bytes.len() as u64;
         let Put { path, .. } = uploader
-            .put_content_addressed("blooms", bytes::Bytes::from(bytes))
+            .put_sidecar("blooms", bytes::Bytes::from(bytes))
             .await?;
         Ok(Some(BloomIndex {
             key: path.to_string(),

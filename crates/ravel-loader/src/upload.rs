@@ -20,6 +20,8 @@ use crate::object::EncodedObject;
 pub struct Uploader {
     store: Arc<dyn ObjectStore>,
     dir: Path,
+    /// Where sidecars go (see [`Uploader::put_sidecar`]).
+    sidecar_dir: Path,
     /// Uploads at once, at most.
     depth: usize,
     budget: Budget,
@@ -70,15 +72,23 @@ impl Uploader {
     pub fn new(store: Arc<dyn ObjectStore>, dir: Path, depth: usize, budget: Budget) -> Uploader {
         Uploader {
             store,
+            sidecar_dir: dir.clone(),
             dir,
             depth: depth.max(1),
             budget,
         }
     }
 
-    /// Stores from now on into `dir`.
-    pub fn set_dir(&mut self, dir: Path) {
-        self.dir = dir;
+    /// Stores sidecars ([`Uploader::put_sidecar`]) into `dir` rather than with the objects.
+    pub fn with_sidecar_dir(mut self, dir: Path) -> Uploader {
+        self.sidecar_dir = dir;
+        self
+    }
+
+    /// Stores from now on objects into `objects` and sidecars into `sidecars`.
+    pub fn set_dirs(&mut self, objects: Path, sidecars: Path) {
+        self.dir = objects;
+        self.sidecar_dir = sidecars;
     }
 
     /// Stores the objects `objects` delivers, in the order they come, as run `run`. Each is
@@ -157,11 +167,27 @@ impl Uploader {
         extension: &str,
         bytes: bytes::Bytes,
     ) -> Result<Put, LoadError> {
+        self.put_in(&self.dir, extension, bytes).await
+    }
+
+    /// Stores a sidecar as [`Uploader::put_content_addressed`] stores an object, in the
+    /// sidecars' directory.
+    pub async fn put_sidecar(
+        &self,
+        extension: &str,
+        bytes: bytes::Bytes,
+    ) -> Result<Put, LoadError> {
+        self.put_in(&self.sidecar_dir, extension, bytes).await
+    }
+
+    async fn put_in(
+        &self,
+        dir: &Path,
+        extension: &str,
+        bytes: bytes::Bytes,
+    ) -> Result<Put, LoadError> {
         let hash = blake3::hash(&bytes);
-        let path = self
-            .dir
-            .clone()
-            .join(format!("{}.{extension}", hash.to_hex()));
+        let path = dir.clone().join(format!("{}.{extension}", hash.to_hex()));
         let payload = PutPayload::from(bytes);
         let mut reused = false;
         let stored = match self

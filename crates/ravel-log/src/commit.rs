@@ -131,6 +131,7 @@ impl TableLog {
     pub async fn commit(&self, commit: &Commit<'_>) -> Result<Committed, LogError> {
         let mut snapshot = self.latest().await?;
         for attempt in 0..MAX_ATTEMPTS {
+            snapshot.check_features(true)?;
             if snapshot.from_manifests {
                 self.adopt(&snapshot, attempt).await?;
                 self.catch_up(&mut snapshot).await?;
@@ -153,6 +154,60 @@ impl TableLog {
         Err(LogError::TooManyConflicts(MAX_ATTEMPTS))
     }
 
+    /// Commits the table properties `configuration` (the layout's) and the protocol they ask
+    /// for (the fence on or off) as a version of their own, unless the newest version has them
+    /// already. `None` when nothing was committed (no change, or a table with no version yet:
+    /// its first commit records them).
+    pub async fn commit_settings(
+        &self,
+        configuration: &BTreeMap<String, String>,
+    ) -> Result<Option<u64>, LogError> {
+        let mut snapshot = self.latest().await?;
+        for attempt in 0..MAX_ATTEMPTS {
+            snapshot.check_features(true)?;
+            let (Some(protocol), Some(meta)) = (&snapshot.protocol, &snapshot.metadata) else {
+                return Ok(None);
+            };
+            let mut actions = Vec::new();
+            let wanted = crate::fenced(protocol.clone(), is_fenced(configuration));
+            if &wanted != protocol {
+                actions.push(ActionLine {
+                    protocol: Some(wanted),
+                    ..ActionLine::default()
+                });
+            }
+            if &meta.configuration != configuration {
+                let mut meta = meta.clone();
+                meta.configuration = configuration.clone();
+                actions.push(ActionLine {
+                    meta_data: Some(meta),
+                    ..ActionLine::default()
+                });
+            }
+            if actions.is_empty() {
+                return Ok(None);
+            }
+            let version = snapshot.next_version();
+            let info = json!({"kind": "settings"});
+            let mut entry = vec![commit_info(
+                "SET TBLPROPERTIES",
+                json!({}),
+                snapshot.version,
+                false,
+                info,
+                attempt,
+            )];
+            entry.extend(actions);
+            let entry = encode_entry(&entry);
+            if self.create(version, entry.clone()).await? {
+                self.after_commit(snapshot, version, &entry, false).await;
+                return Ok(Some(version));
+            }
+            self.catch_up(&mut snapshot).await?;
+        }
+        Err(LogError::TooManyConflicts(MAX_ATTEMPTS))
+    }
+
     /// Writes the checksum file of `version`, which `entry` created on `base`, and its
     /// checkpoint every [`CHECKPOINT_INTERVAL`] versions and after a merge (which replaces many
     /// objects: a reader that opens the table next starts from it instead of replaying the
@@ -168,7 +223,7 @@ impl TableLog {
         };
         base.apply(&crate::LogEntry { version, actions });
         self.write_checksum(&base).await;
-        if version == 0 || (version % CHECKPOINT_INTERVAL != 0 && !merge) {
+        if version == 0 || (!version.is_multiple_of(CHECKPOINT_INTERVAL) && !merge) {
             return;
         }
         if let Err(e) = self.write_checkpoint(&base).await {
@@ -350,7 +405,7 @@ fn table_changes(
         Some(old) => merge_nullability(&old.schema_string, &ours.schema_string),
         None => ours.schema_string.clone(),
     };
-    let protocol = protocol_for(&ours);
+    let protocol = crate::fenced(protocol_for(&ours), is_fenced(configuration));
     if base.protocol.as_ref() != Some(&protocol) {
         out.push(ActionLine {
             protocol: Some(protocol),
@@ -369,6 +424,13 @@ fn table_changes(
         });
     }
     out
+}
+
+/// Whether `configuration` (the layout's table properties) fences other writers off.
+fn is_fenced(configuration: &BTreeMap<String, String>) -> bool {
+    configuration
+        .get(crate::FENCE_PROPERTY)
+        .is_some_and(|v| v == "true")
 }
 
 /// `ours` with every field nullable that is nullable in `old` (the loads agree on names and

@@ -27,6 +27,17 @@ pub enum LogError {
         path: String,
         problem: String,
     },
+    #[error(
+        "version {version} of the table needs table features this build does not support for {}: {}; nothing was {}",
+        if *writing { "writing" } else { "reading" },
+        features.join(", "),
+        if *writing { "written" } else { "read" }
+    )]
+    UnsupportedFeatures {
+        version: u64,
+        features: Vec<String>,
+        writing: bool,
+    },
     #[error("manifest {key}: {problem}")]
     Manifest { key: String, problem: String },
     #[error(

@@ -29,6 +29,7 @@ mod checkpoint;
 mod checksum;
 mod commit;
 mod error;
+mod foreign;
 mod references;
 mod schema;
 mod snapshot;
@@ -46,6 +47,7 @@ pub use checkpoint::{
 pub use checksum::{ChecksumMismatch, Counts, VersionChecksum};
 pub use commit::{Commit, Committed, Operation, Published, published_in};
 pub use error::LogError;
+pub use foreign::{FENCE_FEATURE, FENCE_PROPERTY, ForeignObject, fenced};
 pub use references::References;
 pub use schema::{
     DeltaSchema, NO_DELTA_VIEW_FEATURE, UnmappedColumn, delta_schema, delta_type, no_delta_view,
@@ -310,9 +312,16 @@ impl TableLog {
 
     /// The manifests of `snapshot`'s objects, each with the objects the version holds of it,
     /// oldest rank first. Checks that each object is the one its manifest lists.
+    /// Fails on a table whose protocol lists a feature this build cannot read.
     pub async fn manifests(&self, snapshot: &Snapshot) -> Result<Vec<LiveManifest>, LogError> {
+        snapshot.check_features(false)?;
         let mut by_manifest: BTreeMap<String, Vec<LiveObject>> = BTreeMap::new();
-        for (path, add) in snapshot.files() {
+        // Objects other writers added are read apart ([`Snapshot::foreign`]).
+        let ours = snapshot
+            .files()
+            .iter()
+            .filter(|(_, add)| add.tag(TAG_MANIFEST).is_some());
+        for (path, add) in ours {
             let (manifest, live) = self.place(snapshot, path, add)?;
             by_manifest.entry(manifest).or_default().push(live);
         }

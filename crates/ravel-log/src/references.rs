@@ -33,6 +33,8 @@ impl TableLog {
         live: &[LiveManifest],
     ) -> Result<References, LogError> {
         let mut refs = References::default();
+        refs.live
+            .extend(snapshot.foreign(&self.table).into_iter().map(|f| f.key));
         for m in live {
             refs.live.insert(m.key.clone());
             refs.live.extend(m.objects().map(|(_, o)| o.key.clone()));

@@ -60,6 +60,8 @@ pub struct Snapshot {
     /// The checkpoint this version was first built from disagreed with a checksum file, and
     /// this is the whole log replayed instead (see [`crate::TableLog::latest`]).
     pub checksum_mismatch: Option<crate::ChecksumMismatch>,
+    /// Per object of this version, the version that added it.
+    pub(crate) added_in: BTreeMap<String, u64>,
 }
 
 impl Snapshot {
@@ -74,6 +76,7 @@ impl Snapshot {
             }
             if let Some(r) = &a.remove {
                 self.files.remove(&r.path);
+                self.added_in.remove(&r.path);
                 self.removed.insert(
                     r.path.clone(),
                     Removed {
@@ -88,6 +91,7 @@ impl Snapshot {
             if let Some(add) = &a.add {
                 self.removed.remove(&add.path);
                 self.files.insert(add.path.clone(), add.clone());
+                self.added_in.insert(add.path.clone(), entry.version);
             }
         }
         // An entry without totals (another engine's commit) keeps the last known ones.

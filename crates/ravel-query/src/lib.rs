@@ -30,14 +30,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::catalog::TableProvider;
 use datafusion::common::TableReference;
 use datafusion::datasource::ViewTable;
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::logical_expr::{LogicalPlan, cast};
 use datafusion::prelude::{Expr, SessionConfig, SessionContext, ident};
-use ravel_log::{LogError, TableLog};
+use ravel_log::{LiveManifest, LogError, TableLog};
 use ravel_manifest::ManifestError;
 use ravel_store::{Store, StoreError, TablePaths};
 use serde::Serialize;
@@ -56,6 +56,8 @@ pub enum QueryError {
     Manifest(#[from] ManifestError),
     #[error(transparent)]
     Log(#[from] LogError),
+    #[error(transparent)]
+    Layout(#[from] ravel_layout::LayoutError),
     #[error("table {0:?} has no loads in this store (no versions)")]
     NoSuchTable(String),
     /// An older version whose replaced objects `gc` deleted after its retention.
@@ -170,6 +172,8 @@ pub struct Opened {
     pub version: u64,
     pub manifests: usize,
     pub objects: usize,
+    /// Of those, objects other Delta writers added (read whole: no ranges, no Bloom filters).
+    pub foreign: usize,
     /// Reading the manifests.
     pub traffic: Traffic,
 }
@@ -182,6 +186,48 @@ pub struct QueryTable {
     opened: Opened,
     /// The name statements use for the table.
     name: String,
+}
+
+/// The schema the table's objects are read with: the manifests' (loads agree when their names,
+/// types and order do; a column nullable in any load is read as nullable), or, when other
+/// writers' objects are all the version holds, the table's recorded schema.
+async fn file_schema(
+    store: &Store,
+    table: &str,
+    manifests: &[LiveManifest],
+) -> Result<Schema, QueryError> {
+    let Some(first) = manifests.first() else {
+        let recorded = ravel_layout::LayoutStore::new(store, table)?
+            .schema()
+            .await?;
+        return recorded.ok_or_else(|| QueryError::NoSuchTable(table.to_string()));
+    };
+    let mut schema = first.manifest.schema.clone();
+    for m in manifests {
+        if !ravel_manifest::schemas_agree(&schema, &m.manifest.schema) {
+            return Err(QueryError::SchemaDiffers {
+                table: table.to_string(),
+                first: first.key.clone(),
+                other: m.key.clone(),
+            });
+        }
+        schema = ravel_manifest::widen(&schema, &m.manifest.schema);
+    }
+    Ok(schema)
+}
+
+/// The stream column, first in every object's order when every load clustered by it.
+fn stream_of(manifests: &[LiveManifest]) -> Option<String> {
+    let newest = &manifests.last()?.manifest;
+    newest
+        .sort_key
+        .first()
+        .filter(|s| {
+            manifests
+                .iter()
+                .all(|m| m.manifest.sort_key.first() == Some(*s))
+        })
+        .cloned()
 }
 
 impl QueryTable {
@@ -205,37 +251,22 @@ impl QueryTable {
             still_stored(&log, &snapshot, counting.as_ref()).await?;
         }
         let manifests = log.manifests(&snapshot).await?;
-        let (Some(version), Some(first)) = (snapshot.version, manifests.first()) else {
+        let foreign = snapshot.foreign(log.table());
+        let Some(version) = snapshot
+            .version
+            .filter(|_| !(manifests.is_empty() && foreign.is_empty()))
+        else {
             return Err(QueryError::NoSuchTable(table.to_string()));
         };
-        // Loads agree when their names, types and order do (metadata and nullability do not
-        // count); a column nullable in any load is read as nullable.
-        let mut file_schema = first.manifest.schema.clone();
-        for m in &manifests {
-            if !ravel_manifest::schemas_agree(&file_schema, &m.manifest.schema) {
-                return Err(QueryError::SchemaDiffers {
-                    table: table.to_string(),
-                    first: first.key.clone(),
-                    other: m.key.clone(),
-                });
-            }
-            file_schema = ravel_manifest::widen(&file_schema, &m.manifest.schema);
-        }
+        let file_schema = file_schema(store, table, &manifests).await?;
         let objects: usize = manifests.iter().map(|m| m.live.len()).sum();
-        // The stream column is first in every object's order when the newest load clustered.
-        let newest = &manifests.last().expect("one manifest").manifest;
-        let stream = (!newest.sort_key.is_empty())
-            .then(|| newest.sort_key.first().cloned())
-            .flatten()
-            .filter(|s| {
-                manifests
-                    .iter()
-                    .all(|m| m.manifest.sort_key.first() == Some(s))
-            });
+        // Objects other writers added are in no order: then no scan promises one.
+        let stream = stream_of(&manifests).filter(|_| foreign.is_empty());
         let opened = Opened {
             version,
             manifests: manifests.len(),
-            objects,
+            objects: objects + foreign.len(),
+            foreign: foreign.len(),
             traffic: counter.get(),
         };
         counter.reset();
@@ -261,6 +292,7 @@ impl QueryTable {
         let provider = RavelTable::new(
             &file_schema,
             &manifests,
+            &foreign,
             stream,
             store_url,
             counting,

@@ -24,7 +24,7 @@ use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::prelude::{Expr, col};
 use object_store::{ObjectStore, ObjectStoreExt};
 use ravel_bloom::Filter;
-use ravel_log::LiveManifest;
+use ravel_log::{ForeignObject, LiveManifest};
 use ravel_manifest::{BloomIndex, ObjectEntry};
 use serde::Serialize;
 
@@ -69,6 +69,7 @@ impl RavelTable {
     pub fn new(
         file_schema: &Schema,
         manifests: &[LiveManifest],
+        foreign: &[ForeignObject],
         stream: Option<String>,
         store_url: ObjectStoreUrl,
         store: Arc<dyn ObjectStore>,
@@ -89,6 +90,11 @@ impl RavelTable {
                 origins.push((i, live.position));
             }
         }
+        // Other writers' objects: one pseudo-load with no sidecar, a run each.
+        for (position, f) in foreign.iter().enumerate() {
+            objects.push(f.entry(u64::MAX - position as u64));
+            origins.push((manifests.len(), position));
+        }
         RavelTable {
             schema: Arc::new(schema),
             objects,
@@ -96,8 +102,13 @@ impl RavelTable {
             blooms: manifests
                 .iter()
                 .map(|m| m.manifest.blooms.clone())
+                .chain(std::iter::once(None))
                 .collect(),
-            listed: manifests.iter().map(|m| m.manifest.objects.len()).collect(),
+            listed: manifests
+                .iter()
+                .map(|m| m.manifest.objects.len())
+                .chain(std::iter::once(foreign.len()))
+                .collect(),
             sections: Default::default(),
             store,
             stream,

@@ -13,6 +13,7 @@
 //! <table>/data/<hash>.parquet         objects
 //! <table>/_delta_log/<version>.json   the table's versions (Delta Lake log entries)
 //! <table>/_ravel/manifests/<id>.json  one manifest per load or compaction
+//! <table>/_ravel/blooms/<hash>.blooms a load's or compaction's Bloom sidecar
 //! <table>/_ravel/tmp/<operation>/     a running merge's scratch objects (spill, passes)
 //! <table>/manifests/<load-id>.json    manifests of tables written before the log existed
 //! <table>/_leases/<lease-id>.json    one lease per running load (see [`lease`])
@@ -363,6 +364,13 @@ impl TablePaths {
     /// version that adds its objects (an unreferenced one is a commit that never happened).
     pub fn commit_manifests_dir(&self) -> Path {
         Path::from_iter([self.name.as_str(), "_ravel", "manifests"])
+    }
+
+    /// `<table>/_ravel/blooms/`: the loads' Bloom sidecars. Under a directory Delta tools
+    /// treat as the table's own (a leading `_`), so that a `vacuum` by another engine, which
+    /// deletes every file no `add` names, leaves them alone.
+    pub fn blooms_dir(&self) -> Path {
+        Path::from_iter([self.name.as_str(), "_ravel", "blooms"])
     }
 
     /// `<table>/_ravel/tmp/`: scratch objects of running operations (see

@@ -17,6 +17,7 @@
 //! object and the objects by depth, over the objects of the newest load's sort key.
 
 mod delta;
+mod foreign;
 
 pub use ravel_manifest::ClusteringInfo;
 
@@ -87,6 +88,9 @@ pub struct VerifyReport {
     pub objects: usize,
     pub rows: u64,
     pub bytes: u64,
+    /// Of the objects, those other Delta writers added (see the `foreign` module): counted in
+    /// the objects, rows and bytes, not clustered.
+    pub foreign: Vec<String>,
     pub sizes: Option<Sizes>,
     /// How well the objects of the newest load's sort key are clustered (touching ends counted
     /// once); `None` when none has a key range (a table in arrival order).
@@ -182,7 +186,8 @@ pub async fn verify(
         .iter()
         .map(|m| (m.key.clone(), m.manifest.as_ref().clone()))
         .collect();
-    let stored = list(os.as_ref(), &paths.data_dir()).await?;
+    let mut stored = list(os.as_ref(), &paths.data_dir()).await?;
+    stored.extend(list(os.as_ref(), &paths.blooms_dir()).await?);
     if manifests.is_empty() && stored.is_empty() {
         // A table is anything stored under its prefix (`gc` agrees): a layout, a schema, a
         // lease, objects without manifests.
@@ -256,6 +261,10 @@ pub async fn verify(
             }
         }
     }
+    let foreign_objects = snapshot.foreign(&paths);
+    let foreign = foreign::check_foreign(&os, &foreign_objects).await;
+    violations.extend(foreign.violations);
+    notes.extend(foreign.notes);
     let mut orphans: Vec<String> = stored
         .iter()
         .filter(|(k, _)| !refs.contains(k))
@@ -274,9 +283,10 @@ pub async fn verify(
         version: snapshot.version,
         versions: history.len(),
         manifests: manifests.len(),
-        objects: all.len(),
-        rows: all.iter().map(|o| o.rows).sum(),
-        bytes: all.iter().map(|o| o.bytes).sum(),
+        objects: all.len() + foreign_objects.len(),
+        rows: all.iter().map(|o| o.rows).sum::<u64>() + foreign.rows,
+        bytes: all.iter().map(|o| o.bytes).sum::<u64>() + foreign.bytes,
+        foreign: foreign_objects.iter().map(|f| f.key.clone()).collect(),
         sizes: (!sizes.is_empty()).then(|| Sizes {
             min: sizes[0],
             p10: q(0.1),

@@ -10,7 +10,7 @@ use arrow::datatypes::{DataType, Field, Int32Type, Schema, TimeUnit};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use crate::common::{self, entries, fails, ok, p, run};
+use crate::common::{self, entries, fails, ok, p, run, versions};
 
 #[test]
 fn gen_parquet_is_deterministic_and_raw() {
@@ -360,7 +360,7 @@ fn demo_generates_records_and_sets_the_hits_layout() {
             .is_file()
     );
     assert!(out.contains("loaded 5000 rows into"), "{out}");
-    assert_eq!(entries(&demo.join("store/hits/_delta_log")), 1);
+    assert_eq!(versions(&demo.join("store/hits/_delta_log")), 1);
     assert!(entries(&demo.join("store/hits/data")) >= 1);
     demo_ends_with_a_query_and_verify(d, &out, &err);
     // Running it again changes nothing: the layout is unchanged and the rows are not loaded twice.
@@ -368,7 +368,7 @@ fn demo_generates_records_and_sets_the_hits_layout() {
     demo_ends_with_a_query_and_verify(d, &out, &err);
     assert!(out.contains("layout: unchanged (generation 1)"), "{out}");
     assert!(out.contains("already loaded"), "{out}");
-    assert_eq!(entries(&demo.join("store/hits/_delta_log")), 1);
+    assert_eq!(versions(&demo.join("store/hits/_delta_log")), 1);
 }
 
 /// The demo's ending: a query of the top five counters with its store traffic, `verify`'s
@@ -474,7 +474,7 @@ fn load_tsv_and_parquet_and_refuse_bad_tsv_with_exit_2() {
         out.contains("these 4000 rows are published already"),
         "{out}"
     );
-    assert_eq!(entries(&store.join("hits/_delta_log")), 1);
+    assert_eq!(versions(&store.join("hits/_delta_log")), 1);
 
     let bad = dir.path().join("bad.tsv");
     let mut text = std::fs::read_to_string(&tsv).unwrap();
@@ -490,7 +490,7 @@ fn load_tsv_and_parquet_and_refuse_bad_tsv_with_exit_2() {
         err.contains("bad.tsv") && err.contains("line 2, column 2 (JavaEnable)"),
         "{err}"
     );
-    assert_eq!(entries(&store.join("hits/_delta_log")), 1, "no manifest");
+    assert_eq!(versions(&store.join("hits/_delta_log")), 1, "no manifest");
     let csv = dir.path().join("x.csv");
     let err = fails(
         2,
@@ -566,7 +566,7 @@ fn bad_parquet_and_empty_inputs_exit_2_and_publish_nothing() {
         "layout --store {s} --table hits schema set --from {}",
         p(&good)
     ));
-    let manifests = || entries(&store.join("hits/_delta_log"));
+    let manifests = || versions(&store.join("hits/_delta_log"));
 
     // Read the good file, change it, write it back under another name.
     let bytes = bytes::Bytes::from(std::fs::read(&good).unwrap());
@@ -690,7 +690,7 @@ fn max_bad_rows_leaves_bad_tsv_lines_out_into_a_rejects_file() {
     lines[1999].truncate(short);
     let bad = dir.path().join("bad.tsv");
     std::fs::write(&bad, lines.join("\n") + "\n").unwrap();
-    let manifests = || entries(&store.join("hits/_delta_log"));
+    let manifests = || versions(&store.join("hits/_delta_log"));
 
     // One allowed, two found: the load fails, naming the second, and publishes nothing.
     let err = fails(

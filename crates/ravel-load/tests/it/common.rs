@@ -113,6 +113,18 @@ pub fn entries(dir: &Path) -> usize {
     files(dir).len()
 }
 
+/// How many versions the log directory `dir` holds: its `<version>.json` entries (beside them
+/// are checksum files and checkpoints).
+pub fn versions(dir: &Path) -> usize {
+    files(dir)
+        .iter()
+        .filter(|f| {
+            f.extension().is_some_and(|e| e == "json")
+                && f.file_stem().is_some_and(|s| s.len() == 20)
+        })
+        .count()
+}
+
 /// The path as a `&str` (test paths are UTF-8).
 pub fn p(path: &Path) -> &str {
     path.to_str().unwrap()

@@ -88,8 +88,8 @@ fn load_args(url: &str, input: &Path) -> String {
     )
 }
 
-/// Manifests of the table as (key, rows, object and sidecar keys), and every object and
-/// sidecar under data/.
+/// Manifests of the table as (key, rows, object and sidecar keys), and every object under
+/// data/ and sidecar under _ravel/blooms/.
 struct Table {
     manifests: Vec<(String, u64, Vec<String>)>,
     objects: Vec<String>,
@@ -147,9 +147,15 @@ fn table(server: &S3Server, prefix: &str) -> Table {
             )
         })
         .collect();
+    let name = |p: PathBuf| p.file_name().unwrap().to_string_lossy().into_owned();
     let objects = list("data")
         .into_iter()
-        .map(|p| format!("hits/data/{}", p.file_name().unwrap().to_string_lossy()))
+        .map(|p| format!("hits/data/{}", name(p)))
+        .chain(
+            list("_ravel/blooms")
+                .into_iter()
+                .map(|p| format!("hits/_ravel/blooms/{}", name(p))),
+        )
         .collect();
     let unnamed = list("_ravel/manifests")
         .into_iter()

@@ -44,7 +44,7 @@ struct Answers {
 /// URL's root), as the Delta kernel's scan reads them; with `predicate`, from the objects whose
 /// Delta statistics do not exclude it (the kernel skips by them, and returns those objects'
 /// rows whole).
-fn delta_scan(
+pub(crate) fn delta_scan(
     store: Arc<dyn ObjectStore>,
     url: &Url,
     columns: &[&str],
@@ -111,13 +111,18 @@ impl deltalake_core::logstore::LogStoreFactory for GivenStore {
     }
 }
 
-/// delta-rs's view of the table at `url` in `store` (rooted at `root`): version and files.
-fn delta_rs(store: Arc<dyn ObjectStore>, root: &Url, url: &Url) -> (u64, usize) {
+/// Lets delta-rs open tables under `url`'s scheme on a store it is given.
+pub(crate) fn register_given_store(url: &Url) {
     let scheme = Url::parse(&format!("{}://", url.scheme())).unwrap();
     let factories = deltalake_core::logstore::logstore_factories();
     if !factories.contains_key(&scheme) {
         factories.insert(scheme, Arc::new(GivenStore));
     }
+}
+
+/// delta-rs's view of the table at `url` in `store` (rooted at `root`): version and files.
+fn delta_rs(store: Arc<dyn ObjectStore>, root: &Url, url: &Url) -> (u64, usize) {
+    register_given_store(url);
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let table = deltalake_core::DeltaTableBuilder::from_url(url.clone())

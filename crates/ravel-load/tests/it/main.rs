@@ -6,6 +6,7 @@ mod common;
 mod compact;
 mod crash;
 mod delta;
+mod foreign;
 mod hostile;
 mod maintain;
 mod query;

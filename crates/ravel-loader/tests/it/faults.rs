@@ -94,7 +94,7 @@ async fn transient_faults_are_retried_and_every_row_lands_once() {
             .transient(0.2)
             .truncate_gets(0.2)
             .latency(Duration::from_millis(2))
-            .seed(7);
+            .seed(8);
         injected = Some(f.injected());
         Arc::new(f)
     });
@@ -135,13 +135,17 @@ async fn transient_faults_are_retried_and_every_row_lands_once() {
     assert!(n.truncated > 0, "{n:?}");
     assert_eq!(n.permanent, 0);
     // No stray objects: a retried create of an object found its own bytes. Under data/ are
-    // exactly the objects and the load's Bloom sidecar.
-    let data: Vec<object_store::ObjectMeta> = clean
-        .object_store()
-        .list(Some(&Path::from("hits/data")))
-        .try_collect()
-        .await
-        .unwrap();
+    // exactly the objects, under _ravel/blooms/ the load's Bloom sidecar.
+    let mut data: Vec<object_store::ObjectMeta> = Vec::new();
+    for dir in ["hits/data", "hits/_ravel/blooms"] {
+        let listed: Vec<object_store::ObjectMeta> = clean
+            .object_store()
+            .list(Some(&Path::from(dir)))
+            .try_collect()
+            .await
+            .unwrap();
+        data.extend(listed);
+    }
     let mut stored: Vec<String> = data.iter().map(|m| m.location.to_string()).collect();
     stored.sort();
     let sidecar = published[0].blooms.as_ref().expect("a Bloom sidecar");

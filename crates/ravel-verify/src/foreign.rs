@@ -1,0 +1,68 @@
+//! Objects other Delta writers added: not clustered (a note, not a violation; maintenance and
+//! `compact` take them in), but each must be stored, with the size and, when its `add` records
+//! them, the rows the log says.
+
+use std::sync::Arc;
+
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use ravel_log::ForeignObject;
+
+use crate::Violation;
+
+/// What the foreign objects hold, as their footers say.
+#[derive(Debug, Default)]
+pub(crate) struct Foreign {
+    pub rows: u64,
+    pub bytes: u64,
+    pub violations: Vec<Violation>,
+    pub notes: Vec<String>,
+}
+
+pub(crate) async fn check_foreign(
+    store: &Arc<dyn ObjectStore>,
+    foreign: &[ForeignObject],
+) -> Foreign {
+    let mut out = Foreign::default();
+    for f in foreign {
+        let mut bad = |problem: String| {
+            out.violations.push(Violation {
+                object: f.key.clone(),
+                problem,
+            })
+        };
+        let path = Path::from(f.key.as_str());
+        let head = match store.head(&path).await {
+            Ok(h) => h,
+            Err(e) => {
+                bad(format!("is not stored, and the log adds it ({e})"));
+                continue;
+            }
+        };
+        if head.size != f.bytes {
+            bad(format!("has {} bytes, the log says {}", head.size, f.bytes));
+        }
+        let rows = match crate::read_footer(store.as_ref(), &path, head.size).await {
+            Ok(meta) => meta.file_metadata().num_rows() as u64,
+            Err(e) => {
+                bad(format!("is not a readable Parquet file: {e}"));
+                continue;
+            }
+        };
+        if f.rows.is_some_and(|r| r != rows) {
+            bad(format!(
+                "has {rows} rows, its add's statistics say {}",
+                f.rows.unwrap_or(0)
+            ));
+        }
+        out.rows += rows;
+        out.bytes += head.size;
+    }
+    if !foreign.is_empty() {
+        out.notes.push(format!(
+            "{} object(s) another Delta writer added are not clustered (no key ranges, no Bloom filters); maintenance or compact takes them in",
+            foreign.len()
+        ));
+    }
+    out
+}
