@@ -194,6 +194,23 @@ async fn referenced(
     })
 }
 
+/// Fails unless anything is stored under the table's prefix (a layout, a schema, a lease,
+/// objects, versions): a name with nothing under it is a mistake, not an empty table.
+async fn exists(os: &dyn ObjectStore, table: &TablePaths) -> Result<(), GcError> {
+    let top = os
+        .list_with_delimiter(Some(&table.root()))
+        .await
+        .map_err(|source| GcError::Request {
+            what: "listing",
+            key: table.root().to_string(),
+            source,
+        })?;
+    if top.objects.is_empty() && top.common_prefixes.is_empty() {
+        return Err(GcError::NoSuchTable(table.name().to_string()));
+    }
+    Ok(())
+}
+
 async fn list(store: &dyn ObjectStore, dir: &Path) -> Result<Vec<ObjectMeta>, GcError> {
     store
         .list(Some(dir))
@@ -303,7 +320,10 @@ pub async fn gc(store: &Store, table: &str, opts: &GcOptions) -> Result<GcReport
     let table = TablePaths::new(table)?;
     let arc = store.object_store().clone();
     let os = arc.as_ref();
-    let now = chrono::Utc::now();
+    exists(os, &table).await?;
+    // Ages are by the store's clock: this machine's may be off.
+    let clock = ravel_store::StoreClock::read(os).await;
+    let now = clock.now();
     let refs = referenced(&arc, &table, now).await?;
     let mut listed = list(os, &table.data_dir()).await?;
     listed.extend(list(os, &table.commit_manifests_dir()).await?);
@@ -311,9 +331,6 @@ pub async fn gc(store: &Store, table: &str, opts: &GcOptions) -> Result<GcReport
     // Scratch objects of merges that died (a running one holds a lease, which blocks gc).
     listed.extend(list(os, &table.scratch_root()).await?);
     listed.extend(removed_elsewhere(os, &table, &refs).await?);
-    if refs.manifests == 0 && listed.is_empty() && list(os, &table.root()).await?.is_empty() {
-        return Err(GcError::NoSuchTable(table.name().to_string()));
-    }
     let mut unreferenced: Vec<Unreferenced> = listed
         .iter()
         .filter(|m| !refs.keys.contains(m.location.as_ref()))
@@ -323,13 +340,13 @@ pub async fn gc(store: &Store, table: &str, opts: &GcOptions) -> Result<GcReport
     unreferenced.extend(staging_files(store, &table, now)?);
     unreferenced.sort_by(|a, b| a.key.cmp(&b.key));
     // Read after the listing: a load whose object was listed held its lease since before.
-    let mut leases = read_leases(os, &table, opts.stale_lease_after).await?;
+    let mut leases = read_leases(os, &table, opts.stale_lease_after, &clock).await?;
     let mut blocked_by = live(&leases);
     let retention = opts.older_than.as_secs();
     let mut deleted_bytes = 0;
     if !opts.dry_run && blocked_by.is_empty() {
         if unreferenced.iter().any(|u| u.age_s >= retention) {
-            let outcome = delete_old(store, &table, opts, &mut unreferenced).await?;
+            let outcome = delete_old(store, &table, opts, &clock, &mut unreferenced).await?;
             deleted_bytes = outcome.deleted_bytes;
             blocked_by = outcome.blocked_by;
         }
@@ -365,12 +382,13 @@ async fn delete_old(
     store: &Store,
     table: &TablePaths,
     opts: &GcOptions,
+    clock: &ravel_store::StoreClock,
     unreferenced: &mut [Unreferenced],
 ) -> Result<Deleted, GcError> {
     let retention = opts.older_than.as_secs();
     let arc = store.object_store();
     // A load may have committed since the first read: its objects are referenced now.
-    let refs_now = referenced(arc, table, chrono::Utc::now()).await?;
+    let refs_now = referenced(arc, table, clock.now()).await?;
     let os = arc.as_ref();
     let mut deleted_bytes = 0;
     for u in unreferenced.iter_mut() {
@@ -378,7 +396,7 @@ async fn delete_old(
             continue;
         }
         // A load that started since the last look may be about to reuse this object.
-        let blocked_by = live(&read_leases(os, table, opts.stale_lease_after).await?);
+        let blocked_by = live(&read_leases(os, table, opts.stale_lease_after, clock).await?);
         if !blocked_by.is_empty() {
             return Ok(Deleted {
                 deleted_bytes,
@@ -386,7 +404,7 @@ async fn delete_old(
             });
         }
         if u.staging {
-            delete_staging(store, u, retention)?;
+            delete_staging(store, u, retention, clock)?;
             deleted_bytes += if u.deleted { u.bytes } else { 0 };
             continue;
         }
@@ -403,7 +421,7 @@ async fn delete_old(
                 });
             }
         };
-        u.age_s = age_s(chrono::Utc::now(), meta.last_modified)
+        u.age_s = age_s(clock.now(), meta.last_modified)
             .min(refs_now.removed.get(&u.key).copied().unwrap_or(u64::MAX));
         if u.age_s < retention {
             continue;
@@ -420,7 +438,12 @@ async fn delete_old(
 }
 
 /// Deletes a staging file if it is still there and still old (a writer may have resumed).
-fn delete_staging(store: &Store, u: &mut Unreferenced, retention: u64) -> Result<(), GcError> {
+fn delete_staging(
+    store: &Store,
+    u: &mut Unreferenced,
+    retention: u64,
+    clock: &ravel_store::StoreClock,
+) -> Result<(), GcError> {
     let err = |what| {
         let key = u.key.clone();
         move |source| GcError::Staging { what, key, source }
@@ -428,7 +451,7 @@ fn delete_staging(store: &Store, u: &mut Unreferenced, retention: u64) -> Result
     let Some(now) = store.staging_file(&u.key).map_err(err("reading"))? else {
         return Ok(());
     };
-    u.age_s = age_s(chrono::Utc::now(), now.modified);
+    u.age_s = age_s(clock.now(), now.modified);
     if u.age_s < retention {
         return Ok(());
     }

@@ -114,7 +114,7 @@ fn print_leases(r: &GcReport) {
         let state = if l.ahead_s > 0 && !l.live {
             let deleted = if l.deleted { ": deleted" } else { "" };
             format!(
-                "stale, dated {} s ahead of this machine's clock{deleted}",
+                "stale, dated {} s ahead of the store's clock{deleted}",
                 l.ahead_s
             )
         } else if l.live {

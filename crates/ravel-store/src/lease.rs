@@ -5,12 +5,13 @@
 //! first upload a load therefore writes a lease, `<table>/_leases/<lease id>.json`, rewrites it
 //! every [`HEARTBEAT`] while it runs, and deletes it after its commit (or when it gives up).
 //!
-//! A lease is **live** while its last write (the store's own time of it, so that the clocks of
-//! the loading machine do not count) is younger than the staleness bound ([`STALE_AFTER`]
+//! A lease is **live** while its last write (the store's own time of it, against the store's
+//! clock now, see [`crate::StoreClock`]: the clocks of the loading machine and of the machine
+//! `gc` runs on do not count) is younger than the staleness bound ([`STALE_AFTER`]
 //! unless the caller says otherwise), and its holder is not known to be dead: a lease written
 //! by a process of this host (same host name) that no longer runs is stale at once, so that a
 //! load killed on this machine does not block `gc` for the whole bound. A lease dated ahead of
-//! this machine's clock by more than the bound is stale too: no running load wrote it. While any live lease
+//! the store's clock by more than the bound is stale too: no running load wrote it. While any live lease
 //! exists `gc` deletes nothing and names the loads that block it; stale leases it reports and
 //! deletes like old orphans.
 
@@ -244,10 +245,13 @@ pub struct FoundLease {
     pub lease: Option<Lease>,
     /// Seconds since its last write, by the store's time.
     pub age_s: u64,
-    /// Seconds its last write lies ahead of this machine's clock (0 for a lease written in the
+    /// Seconds its last write lies ahead of the store's clock now (0 for a lease written in the
     /// past). A lease dated further ahead than the staleness bound is no running load's
     /// heartbeat (a hand, a copy or a clock set wrong wrote it): it is stale.
     pub ahead_s: u64,
+    /// The time its writer wrote inside it minus the store's time of the write, in seconds:
+    /// beyond [`crate::SKEW_BOUND`] the writer's clock is off (logged; ages are by the store's).
+    pub writer_skew_s: i64,
     /// It blocks `gc`: younger than the staleness bound and its holder not known to be dead.
     pub live: bool,
     /// Its holder is a process of this host that no longer runs.
@@ -256,11 +260,12 @@ pub struct FoundLease {
     pub deleted: bool,
 }
 
-/// Reads the leases of `table` and judges each against `stale_after`.
+/// Reads the leases of `table` and judges each against `stale_after`, by the store's `clock`.
 pub async fn read_leases(
     store: &dyn ObjectStore,
     table: &TablePaths,
     stale_after: Duration,
+    clock: &crate::StoreClock,
 ) -> Result<Vec<FoundLease>, LeaseError> {
     let dir = table.leases_dir();
     let listed: Vec<object_store::ObjectMeta> = store
@@ -288,9 +293,15 @@ pub async fn read_leases(
             }
         }
         .and_then(|bytes| serde_json::from_slice::<Lease>(&bytes).ok());
-        let since = (chrono::Utc::now() - meta.last_modified).num_seconds();
+        let since = (clock.now() - meta.last_modified).num_seconds();
         let (age_s, ahead_s) = (since.max(0) as u64, (-since).max(0) as u64);
         let holder_dead = lease.as_ref().is_some_and(|l| holder_is_dead(l, &host));
+        let writer_skew_s = lease.as_ref().map_or(0, |l| {
+            (l.heartbeat_ms as i64 - meta.last_modified.timestamp_millis()) / 1000
+        });
+        if writer_skew_s.unsigned_abs() > crate::SKEW_BOUND.as_secs() {
+            tracing::warn!(lease = %meta.location, writer_skew_s, "the clock of the lease's writer is off from the store's; its age is by the store's clock");
+        }
         found.push(FoundLease {
             key: meta.location.to_string(),
             lease,
@@ -298,6 +309,7 @@ pub async fn read_leases(
             // An unreadable lease counts as live until stale: it may be a newer build's.
             live: age_s < stale_after.as_secs() && ahead_s <= stale_after.as_secs() && !holder_dead,
             ahead_s,
+            writer_skew_s,
             holder_dead,
             deleted: false,
         });

@@ -18,6 +18,7 @@
 //! <table>/manifests/<load-id>.json    manifests of tables written before the log existed
 //! <table>/_leases/<lease-id>.json    one lease per running load (see [`lease`])
 //! _ravel/capabilities.json            what the server supports (see `Store::capabilities`)
+//! _ravel/clock                        written to read the store's clock (see [`StoreClock`])
 //! ```
 //!
 //! S3 stores retry transient faults ([`RetryStore`]) on top of the HTTP client's own retries,
@@ -25,6 +26,7 @@
 //! about half a minute, naming its endpoint.
 
 mod capability;
+mod clock;
 mod create;
 pub mod lease;
 mod retry;
@@ -32,6 +34,7 @@ mod s3;
 mod staging;
 
 pub use capability::Capabilities;
+pub use clock::{SKEW_BOUND, StoreClock};
 pub use create::{CreateError, create_or_confirm};
 pub use lease::{FoundLease, HeldLease, Lease, LeaseError, STALE_AFTER, read_leases, unique_id};
 pub use retry::{GaveUp, RetryPolicy, RetryStore, is_transient};
