@@ -80,7 +80,9 @@ pub async fn adopt(
     if foreign.is_empty() {
         return Ok(None);
     }
+    let paths = TablePaths::new(table)?;
     let mut loader = Loader::new(store, table, opts.load.clone()).await?;
+    loader.set_purpose(ravel_loader::Writing::Merge);
     let Some(schema) = loader.table_schema().cloned().map(Arc::new) else {
         return Err(AdoptError::NoSchema(table.to_string()).into());
     };
@@ -101,15 +103,15 @@ pub async fn adopt(
     let replacement = Replacement {
         orders: vec![rank; m.objects.len()],
         chains: Vec::new(),
-        removes: foreign.iter().map(|f| f.key.clone()).collect(),
+        // As the log names them (its paths are URL-encoded, store keys are not).
+        removes: foreign.iter().map(|f| paths.absolute(&f.path)).collect(),
         written_bytes: prepared.report.stored_bytes,
         full: false,
     };
     let configuration = ravel_loader::table_configuration(&prepared.report.layout, &m.schema);
-    let committed =
-        ravel_loader::Committer::new(store.object_store().clone(), TablePaths::new(table)?)
-            .replace(m, replacement, configuration)
-            .await;
+    let committed = ravel_loader::Committer::new(store.object_store().clone(), paths)
+        .replace(m, replacement, configuration)
+        .await;
     let adopted = Adopted {
         version: 0,
         objects: foreign.len(),

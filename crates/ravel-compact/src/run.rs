@@ -923,7 +923,9 @@ impl<'a> Writer<'a> {
 
     /// A loader of objects to publish.
     async fn loader(&self) -> Result<Loader, CompactError> {
-        Ok(Loader::new(self.store, self.table, self.load.clone()).await?)
+        let mut loader = Loader::new(self.store, self.table, self.load.clone()).await?;
+        loader.set_purpose(ravel_loader::Writing::Merge);
+        Ok(loader)
     }
 
     /// A loader of objects that only this compaction reads back (see [`Scratch`]).

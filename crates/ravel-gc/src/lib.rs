@@ -274,31 +274,32 @@ fn unreferenced_object(
     }
 }
 
-/// The staging files a killed writer left under the table's data and scratch prefixes.
+/// The staging files killed writers left anywhere under the table (objects, sidecars,
+/// manifests, scratch, log entries).
 fn staging_files(
     store: &Store,
     table: &TablePaths,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<Vec<Unreferenced>, GcError> {
-    let mut found = Vec::new();
-    for dir in [table.data_dir(), table.scratch_root()] {
-        let files = store
-            .staging_files(&dir)
-            .map_err(|source| GcError::Staging {
-                what: "listing",
-                key: dir.to_string(),
-                source,
-            })?;
-        found.extend(files.into_iter().map(|f| Unreferenced {
+    let dir = table.root();
+    let files = store
+        .staging_files(&dir)
+        .map_err(|source| GcError::Staging {
+            what: "listing",
+            key: dir.to_string(),
+            source,
+        })?;
+    Ok(files
+        .into_iter()
+        .map(|f| Unreferenced {
             age_s: age_s(now, f.modified),
             key: f.key,
             bytes: f.bytes,
             removed: false,
             deleted: false,
             staging: true,
-        }));
-    }
-    Ok(found)
+        })
+        .collect())
 }
 
 fn age_s(now: chrono::DateTime<chrono::Utc>, written: chrono::DateTime<chrono::Utc>) -> u64 {

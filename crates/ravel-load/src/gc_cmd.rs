@@ -22,8 +22,8 @@ pub struct GcArgs {
     /// this (e.g. 24h, 7d, 0s): readers of older versions keep reading within it. While
     /// a load runs (it holds a lease under `<table>/_leases/`), gc deletes nothing and names
     /// the load and exits 3; a lease not rewritten for 10 minutes, dated more than 10 minutes
-    /// ahead of this machine's clock, or whose process on this host is gone, is stale and no
-    /// longer blocks.
+    /// ahead of the store's clock, or whose process on this host is gone, is stale and no
+    /// longer blocks. Ages are by the store's clock (gc writes `_ravel/clock` to read it).
     #[arg(long, default_value = "24h")]
     pub older_than: String,
     /// Report only; delete nothing.

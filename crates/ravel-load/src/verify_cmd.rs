@@ -76,7 +76,7 @@ fn print_report(r: &VerifyReport) {
     }
     if !r.orphans.is_empty() {
         println!(
-            "{} orphan(s) under data/ that no version lists (left by failed loads or compactions):",
+            "{} orphan(s) under data/ and _ravel/blooms/ that no version lists (left by failed loads or compactions):",
             r.orphans.len()
         );
         for o in &r.orphans {

@@ -180,6 +180,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_failure_names_what_was_written() {
+        let failed = |writing| LoadError::Failed {
+            writing,
+            left_behind: vec!["t/data/a.parquet".into()],
+            source: Box::new(LoadError::Poisoned),
+        };
+        let merge = failed(Writing::Merge).to_string();
+        assert!(
+            merge.starts_with("the compaction failed after storing 1 object(s)"),
+            "{merge}"
+        );
+        assert!(
+            failed(Writing::Load)
+                .to_string()
+                .starts_with("the load failed")
+        );
+        assert!(
+            failed(Writing::Spill)
+                .to_string()
+                .starts_with("the sort ahead of the merge failed")
+        );
+    }
+
+    #[test]
     fn an_arrow_error_names_the_stage_it_happened_in() {
         let failed =
             |stage| LoadError::arrow(stage)(arrow::error::ArrowError::ComputeError("boom".into()));

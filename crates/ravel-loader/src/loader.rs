@@ -140,6 +140,8 @@ pub struct Loader {
     presorted: bool,
     /// The objects are spill for a merge (see [`EncodeSettings::spill`]).
     spill: bool,
+    /// What the objects are for, when the caller says (see [`Loader::set_purpose`]).
+    purpose: Option<Writing>,
     started: Instant,
     /// The lease that keeps `gc` off this load's objects, taken before the first upload and
     /// released after the commit (see `ravel_store::lease`).
@@ -211,6 +213,7 @@ impl Loader {
             poisoned: false,
             presorted: false,
             spill: false,
+            purpose: None,
             started: Instant::now(),
             lease: None,
             position: InputPosition::default(),
@@ -603,8 +606,17 @@ impl Loader {
         }
     }
 
+    /// Names what this loader's objects are for in its errors (see [`Writing`]); otherwise
+    /// that follows from its mode.
+    pub fn set_purpose(&mut self, purpose: Writing) {
+        self.purpose = Some(purpose);
+    }
+
     /// What this loader's objects are for.
     fn writing(&self) -> Writing {
+        if let Some(p) = self.purpose {
+            return p;
+        }
         match (self.spill, self.presorted) {
             (true, _) => Writing::Spill,
             (false, true) => Writing::Merge,

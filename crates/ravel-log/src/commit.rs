@@ -169,6 +169,7 @@ impl TableLog {
                 return Ok(None);
             };
             let mut actions = Vec::new();
+            let configuration = &merged_configuration(Some(meta), configuration);
             let wanted = crate::fenced(protocol.clone(), is_fenced(configuration));
             if &wanted != protocol {
                 actions.push(ActionLine {
@@ -405,7 +406,11 @@ fn table_changes(
         Some(old) => merge_nullability(&old.schema_string, &ours.schema_string),
         None => ours.schema_string.clone(),
     };
-    let protocol = crate::fenced(protocol_for(&ours), is_fenced(configuration));
+    let protocol = crate::foreign::keep_others(
+        base.protocol.as_ref(),
+        crate::fenced(protocol_for(&ours), is_fenced(configuration)),
+    );
+    let configuration = &merged_configuration(base.metadata.as_ref(), configuration);
     if base.protocol.as_ref() != Some(&protocol) {
         out.push(ActionLine {
             protocol: Some(protocol),
@@ -423,6 +428,22 @@ fn table_changes(
             ..ActionLine::default()
         });
     }
+    out
+}
+
+/// The table properties after a commit that records `ours`: ravel's own (`ravel.*` and the
+/// statistics columns) as given, every other engine's as they were.
+fn merged_configuration(
+    old: Option<&Metadata>,
+    ours: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut out: BTreeMap<String, String> = old
+        .map(|m| m.configuration.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("ravel.") && k != crate::STATS_COLUMNS_PROPERTY)
+        .collect();
+    out.extend(ours.iter().map(|(k, v)| (k.clone(), v.clone())));
     out
 }
 

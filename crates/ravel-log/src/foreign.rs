@@ -39,12 +39,13 @@ const WRITES: &[&str] = &[
 pub struct ForeignObject {
     /// Path inside the store.
     pub key: String,
-    /// Path relative to the table, as the log names it.
+    /// Path relative to the table, as the log names it (URL-encoded).
     pub path: String,
     pub bytes: u64,
     /// Rows, from its Delta statistics (`numRecords`), when it has them.
     pub rows: Option<u64>,
-    /// The version whose entry added it (its rank among equal sort keys once adopted).
+    /// The version whose entry added it (its rank among equal sort keys once adopted); for an
+    /// object read from a checkpoint, the checkpoint's version (later than or equal to it).
     pub version: u64,
     /// Its Delta statistics, as its `add` carries them.
     pub stats: Option<String>,
@@ -74,7 +75,7 @@ impl Snapshot {
             .iter()
             .filter(|(_, add)| add.tag(TAG_MANIFEST).is_none())
             .map(|(path, add)| ForeignObject {
-                key: table.absolute(path),
+                key: table.absolute(&decoded(path)),
                 path: path.clone(),
                 bytes: add.size,
                 rows: add
@@ -115,7 +116,8 @@ fn unknown_features(p: &Protocol, writing: bool) -> Vec<String> {
         .filter(|f| !READS.contains(&f.as_str()))
         .cloned()
         .collect();
-    if p.min_reader_version > 3 {
+    // Reader version 2 is column mapping without a feature list.
+    if p.min_reader_version == 2 || p.min_reader_version > 3 {
         out.push(format!("reader version {}", p.min_reader_version));
     }
     if writing {
@@ -129,6 +131,42 @@ fn unknown_features(p: &Protocol, writing: bool) -> Vec<String> {
         }
     }
     out
+}
+
+/// Table features ravel-load sets and clears itself; any other one a table lists was set by
+/// another engine, and ravel's commits keep it.
+const OWN: &[&str] = &["timestampNtz", NO_DELTA_VIEW_FEATURE, FENCE_FEATURE];
+
+/// `ours` (the protocol ravel's columns and settings ask for) with the features another engine
+/// set in `base` kept (those this build supports: it refuses tables with others).
+pub(crate) fn keep_others(base: Option<&Protocol>, mut ours: Protocol) -> Protocol {
+    let Some(base) = base else {
+        return ours;
+    };
+    let others = |features: &Option<Vec<String>>| -> Vec<String> {
+        features
+            .iter()
+            .flatten()
+            .filter(|f| !OWN.contains(&f.as_str()))
+            .cloned()
+            .collect()
+    };
+    let (readers, writers) = (others(&base.reader_features), others(&base.writer_features));
+    if !readers.is_empty() {
+        ours.min_reader_version = 3;
+        ours.reader_features.get_or_insert_default().extend(readers);
+    }
+    if !writers.is_empty() {
+        ours.min_writer_version = 7;
+        ours.writer_features.get_or_insert_default().extend(writers);
+    }
+    ours
+}
+
+/// A log path as a store path: Delta paths are URL-encoded.
+fn decoded(path: &str) -> String {
+    object_store::path::Path::from_url_path(path)
+        .map_or_else(|_| path.to_string(), |p| p.to_string())
 }
 
 /// `protocol` with the fence on or off.
@@ -184,6 +222,18 @@ mod tests {
     }
 
     #[test]
+    fn features_another_engine_set_are_kept() {
+        let base = protocol(None, Some(&["appendOnly", FENCE_FEATURE]));
+        let ours = fenced(protocol(None, None), false);
+        let kept = keep_others(Some(&base), ours);
+        assert_eq!(kept, protocol(None, Some(&["appendOnly"])));
+        assert_eq!(
+            keep_others(None, protocol(None, None)),
+            protocol(None, None)
+        );
+    }
+
+    #[test]
     fn features_it_does_not_know_are_named() {
         let dv = protocol(Some(&["deletionVectors"]), Some(&["deletionVectors"]));
         assert_eq!(unknown_features(&dv, false), ["deletionVectors"]);
@@ -194,5 +244,8 @@ mod tests {
         let mut v4 = protocol(None, None);
         v4.min_writer_version = 4;
         assert_eq!(unknown_features(&v4, true), ["writer version 4"]);
+        let mut mapped = protocol(None, None);
+        mapped.min_reader_version = 2;
+        assert_eq!(unknown_features(&mapped, false), ["reader version 2"]);
     }
 }

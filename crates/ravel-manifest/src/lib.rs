@@ -58,7 +58,8 @@ impl Manifest {
 /// Where a load's Bloom sidecar is and which columns it holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BloomIndex {
-    /// Path inside the store: `<table>/data/<hash>.blooms`.
+    /// Path inside the store: `<table>/_ravel/blooms/<hash>.blooms` (`<table>/data/` in tables
+    /// loaded by older builds).
     pub key: String,
     pub bytes: u64,
     /// The sidecar's format (`ravel_bloom::FORMAT` when written; manifests from before the

@@ -60,7 +60,7 @@ pub(crate) async fn check_foreign(
     }
     if !foreign.is_empty() {
         out.notes.push(format!(
-            "{} object(s) another Delta writer added are not clustered (no key ranges, no Bloom filters); maintenance or compact takes them in",
+            "{} object(s) another Delta writer added are not clustered (no key ranges, no Bloom filters); in a table with a clustering key, maintenance or compact takes them in",
             foreign.len()
         ));
     }

@@ -97,8 +97,8 @@ pub struct VerifyReport {
     pub overlap: Option<ClusteringInfo>,
     pub deep: bool,
     pub violations: Vec<Violation>,
-    /// Objects under `data/` that no version lists: left by loads or compactions that failed or
-    /// were killed before their commit (`gc` collects them).
+    /// Objects under `data/` and sidecars under `_ravel/blooms/` that no version lists: left by
+    /// loads or compactions that failed or were killed before their commit (`gc` collects them).
     pub orphans: Vec<String>,
     /// Objects (and sidecars) the current version no longer references (a compaction replaced them); readers of
     /// older versions may still read them until `gc` deletes them after its retention.

@@ -282,32 +282,36 @@ fn delta_rs_appends_and_rewrites_and_ravel_reads_verifies_and_takes_them_in() {
     assert_eq!(t.ravel(), expected(5000));
     let v = t.verify();
     assert_eq!(v["foreign"].as_array().unwrap().len(), 1, "{v}");
+    // A ravel load on top, then the compaction takes delta-rs's file in and merges both.
+    t.load(5000, 5500, "--no-maintain");
+    assert_eq!(t.ravel(), expected(5500));
+    assert_eq!(t.kernel(), kernel_expected(5500));
     let adopted = t.json("compact --object-bytes 20000");
     assert_eq!(adopted["adopted"]["rows"], 5000, "{adopted}");
     assert_eq!(adopted["depth_after"], 1, "{adopted}");
     let v = t.verify();
     assert_eq!(
         (v["foreign"].clone(), v["rows"].clone()),
-        (serde_json::json!([]), 5000.into())
+        (serde_json::json!([]), 5500.into())
     );
-    assert_eq!(t.ravel(), expected(5000));
-    assert_eq!(t.kernel(), kernel_expected(5000));
+    assert_eq!(t.ravel(), expected(5500));
+    assert_eq!(t.kernel(), kernel_expected(5500));
     // gc collects the file delta-rs wrote, once taken in and past the retention.
     let gc = t.json("gc --older-than 0s");
     assert!(gc["unreferenced"].to_string().contains("part-"), "{gc}");
-    assert_eq!(t.ravel(), expected(5000));
+    assert_eq!(t.ravel(), expected(5500));
 
     // The fence: delta-rs refuses to write; ravel loads on; cleared, delta-rs writes again.
     t.ok("layout fence set");
-    let refused = rt.block_on(t.delta_append(5000, 5100)).unwrap_err();
+    let refused = rt.block_on(t.delta_append(5500, 5600)).unwrap_err();
     assert!(refused.contains("ravelSoleWriter"), "{refused}");
-    t.load(5000, 5100, "");
-    assert_eq!(t.ravel(), expected(5100));
-    assert_eq!(t.kernel(), kernel_expected(5100));
+    t.load(5500, 5600, "");
+    assert_eq!(t.ravel(), expected(5600));
+    assert_eq!(t.kernel(), kernel_expected(5600));
     t.ok("layout fence clear");
-    rt.block_on(t.delta_append(5100, 5200)).unwrap();
-    assert_eq!(t.ravel(), expected(5200));
-    assert_eq!(t.kernel(), kernel_expected(5200));
+    rt.block_on(t.delta_append(5600, 5700)).unwrap();
+    assert_eq!(t.ravel(), expected(5700));
+    assert_eq!(t.kernel(), kernel_expected(5700));
 }
 
 #[test]
