@@ -300,7 +300,7 @@ async fn run_selected(
 ) -> Result<CompactReport, CompactError> {
     let started = Instant::now();
     let o = open(store, table).await?;
-    let foreign = o.foreign;
+    let (foreign, read_version) = (o.foreign, o.read_version);
     let adopted = match foreign {
         0 => None,
         _ if opts.dry_run => None,
@@ -313,7 +313,7 @@ async fn run_selected(
     let mut report = run_opened(store, table, opts, maintain, o, started).await?;
     report.foreign_objects = foreign;
     if let Some(a) = &adopted {
-        report.read_version = report.read_version.map(|v| v.min(a.version - 1));
+        report.read_version = Some(read_version);
         report.version = report.version.or(Some(a.version));
         report.written_bytes += a.written_bytes;
     }

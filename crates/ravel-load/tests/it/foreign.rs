@@ -53,6 +53,15 @@ fn rows(from: i64, to: i64) -> RecordBatch {
     RecordBatch::try_new(schema, columns).unwrap()
 }
 
+/// Writes rows `from..to` to a Parquet file at `path`.
+fn write_rows(path: &Path, from: i64, to: i64) {
+    let batch = rows(from, to);
+    let file = std::fs::File::create(path).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+}
+
 /// (rows, SUM(k), SUM(u)) of rows `0..n`.
 fn expected(n: i64) -> (u64, i64, i64) {
     let b = rows(0, n);
@@ -69,7 +78,16 @@ struct Table<'a> {
     dir: &'a Path,
 }
 
-impl Table<'_> {
+impl<'a> Table<'a> {
+    /// Table `t` under prefix `fw` of `server`, its inputs written to `dir`.
+    fn new(server: &'a S3Server, dir: &'a Path) -> Table<'a> {
+        Table {
+            server,
+            url: server.url("fw"),
+            dir,
+        }
+    }
+
     fn cmd(&self, args: &(impl Args + ?Sized)) -> std::process::Command {
         let mut c = common::command(args);
         c.envs(self.server.env());
@@ -89,11 +107,7 @@ impl Table<'_> {
     /// Loads rows `from..to` through ravel-load.
     fn load(&self, from: i64, to: i64, extra: &str) -> serde_json::Value {
         let input = self.dir.join(format!("{from}.parquet"));
-        let file = std::fs::File::create(&input).unwrap();
-        let mut w =
-            parquet::arrow::ArrowWriter::try_new(file, rows(from, to).schema(), None).unwrap();
-        w.write(&rows(from, to)).unwrap();
-        w.close().unwrap();
+        write_rows(&input, from, to);
         self.json(&format!(
             "load --input {} --object-bytes 20000 {extra}",
             p(&input)
@@ -242,15 +256,9 @@ fn as_delta(writer: &RecordBatchWriter, batch: &RecordBatch) -> RecordBatch {
 fn delta_rs_appends_and_rewrites_and_ravel_reads_verifies_and_takes_them_in() {
     let server = S3Server::start();
     let dir = tempfile::tempdir().unwrap();
-    let t = Table {
-        server: &server,
-        url: server.url("fw"),
-        dir: dir.path(),
-    };
+    let t = Table::new(&server, dir.path());
     let schema = dir.path().join("schema.parquet");
-    let file = std::fs::File::create(&schema).unwrap();
-    let w = parquet::arrow::ArrowWriter::try_new(file, rows(0, 1).schema(), None).unwrap();
-    w.close().unwrap();
+    write_rows(&schema, 0, 1);
     t.ok(&format!("layout schema set --from {}", p(&schema)));
     t.ok("layout time set --column time");
     t.ok("layout clustering-key set --column k --bucket-width 1d");
@@ -318,11 +326,7 @@ fn delta_rs_appends_and_rewrites_and_ravel_reads_verifies_and_takes_them_in() {
 fn a_table_with_a_feature_ravel_does_not_support_is_neither_read_nor_written() {
     let server = S3Server::start();
     let dir = tempfile::tempdir().unwrap();
-    let t = Table {
-        server: &server,
-        url: server.url("fw"),
-        dir: dir.path(),
-    };
+    let t = Table::new(&server, dir.path());
     t.load(0, 1000, "--no-maintain");
     // Another engine turns deletion vectors on (version 1).
     let entry = serde_json::json!({"commitInfo": {"operation": "SET TBLPROPERTIES"}}).to_string()
@@ -340,10 +344,7 @@ fn a_table_with_a_feature_ravel_does_not_support_is_neither_read_nor_written() {
     });
     // New rows (not a rerun of the published load, which commits nothing).
     let input = dir.path().join("more.parquet");
-    let file = std::fs::File::create(&input).unwrap();
-    let mut w = parquet::arrow::ArrowWriter::try_new(file, rows(0, 1).schema(), None).unwrap();
-    w.write(&rows(1000, 2000)).unwrap();
-    w.close().unwrap();
+    write_rows(&input, 1000, 2000);
     for args in [
         format!("load --store {} --table t --input {}", t.url, p(&input)),
         format!("verify --store {} --table t", t.url),
