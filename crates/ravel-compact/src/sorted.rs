@@ -27,6 +27,8 @@ pub struct SortedLoad<'a> {
     loader: Loader,
     /// Where the spill goes: a prefix of this load's own.
     scratch: Scratch,
+    /// The rows were loaded by columns (see [`SortedLoad::feed`]): one run, published as it is.
+    by_columns: bool,
     started: Instant,
 }
 
@@ -87,6 +89,7 @@ impl<'a> SortedLoad<'a> {
             table: table.to_string(),
             opts: opts.clone(),
             loader,
+            by_columns: false,
             started: Instant::now(),
         })
     }
@@ -94,6 +97,35 @@ impl<'a> SortedLoad<'a> {
     /// The loader the rows go to (see [`ravel_loader::feed_files`]).
     pub fn loader(&mut self) -> &mut Loader {
         &mut self.loader
+    }
+
+    /// Reads `inputs` into the load. Parquet files whose order and widest column fit the
+    /// budget are loaded by columns, in one pass with no spill in the store (see
+    /// [`ravel_loader::load_by_columns`]); other inputs, and any load given a run trigger
+    /// (`target_bytes`), are pushed into [`SortedLoad::loader`] and sorted in runs. `progress` is called with the rows read (once for a load by
+    /// columns).
+    pub async fn feed(
+        &mut self,
+        inputs: &[std::path::PathBuf],
+        format: ravel_loader::InputFormat,
+        tsv: ravel_loader::TsvOptions,
+        mut progress: impl FnMut(u64, &Loader),
+    ) -> Result<(), LoadError> {
+        // A run trigger given explicitly asks for runs of that size.
+        let runs_asked = self.loader.options().target_bytes.is_some();
+        if format == ravel_loader::InputFormat::Parquet && !runs_asked {
+            let paths = ravel_loader::expand_inputs(inputs)?;
+            let plan = ravel_loader::ColumnPlan::open(&paths)?;
+            if plan.fits(self.loader.options(), self.loader.layout()) {
+                self.loader.set_spill(false)?;
+                self.loader.set_scratch(None)?;
+                self.by_columns = true;
+                ravel_loader::load_by_columns(&mut self.loader, plan).await?;
+                progress(self.loader.rows(), &self.loader);
+                return Ok(());
+            }
+        }
+        ravel_loader::feed_files(&mut self.loader, inputs, format, tsv, progress).await
     }
 
     /// Gives the load up after `error`: nothing is published.
@@ -104,7 +136,7 @@ impl<'a> SortedLoad<'a> {
     /// Merges the spilled runs, publishes the result and deletes the spill. Rows that fit
     /// one run (nothing spilled yet) are published as that run, like any load's.
     pub async fn finish(self) -> Result<SortedLoadReport, CompactError> {
-        if self.loader.runs() == 0 {
+        if self.loader.runs() == 0 || self.by_columns {
             return self.finish_as_one_run().await;
         }
         let spill = self.loader.prepare().await?;
@@ -121,8 +153,10 @@ impl<'a> SortedLoad<'a> {
 
 impl SortedLoad<'_> {
     async fn finish_as_one_run(mut self) -> Result<SortedLoadReport, CompactError> {
-        self.loader.set_spill(false)?;
-        self.loader.set_scratch(None)?;
+        if !self.by_columns {
+            self.loader.set_spill(false)?;
+            self.loader.set_scratch(None)?;
+        }
         let r = self.loader.finish().await?;
         let stored = r.stored_bytes;
         Ok(SortedLoadReport {

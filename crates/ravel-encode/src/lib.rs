@@ -15,6 +15,10 @@
 //! them ([`ParallelWriter::take_bloom_filters`]), so that a caller keeping them elsewhere (the
 //! loader's Bloom sidecar) need not read them back out of the encoded bytes.
 
+mod column;
+
+pub use column::{ColumnEncoder, EncodedColumn, FilePages, assemble};
+
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

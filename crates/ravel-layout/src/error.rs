@@ -75,6 +75,11 @@ pub enum LayoutError {
     #[error("batch has {rows} rows; a batch is sorted with u32 row indices, so at most {max}")]
     BatchTooLarge { rows: usize, max: usize },
 
+    /// Rows read twice to be ordered (see `ClusteringOrder::streamed_order`) were not the
+    /// same rows the second time.
+    #[error("the rows being ordered changed between their two reads")]
+    Changed,
+
     #[error("{path}: not a valid document")]
     Json {
         path: String,

@@ -285,33 +285,16 @@ pub fn normalized_order(keys: &[Vec<ArrayRef>], total: usize) -> Option<Vec<u32>
         .par_iter()
         .map(|k| k.iter().map(|a| Ordered::new(a.as_ref())).collect())
         .collect::<Option<_>>()?;
-    let mut slots = Vec::with_capacity(components);
-    let mut at = 0;
-    for c in 0..components {
-        let nulls = ordered.iter().any(|b| b[c].nulls.is_some());
-        let bounds = ordered
-            .iter()
-            .filter_map(|b| b[c].bounds)
-            .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)));
-        let (min, span) = bounds.map_or((0, 0), |(lo, hi)| (lo, hi - lo));
-        // Codes run from 0 to span (+ 1 with nulls); a full 64-bit span with nulls takes 65.
-        let width = match span.checked_add(nulls as u64) {
-            Some(top) => 64 - top.leading_zeros(),
-            None => 65,
-        };
-        slots.push(Slot {
-            at,
-            width,
-            min,
-            nulls,
-        });
-        at += width as usize;
-    }
-    let words = at.div_ceil(64);
-    if words > MAX_WORDS {
-        return None;
-    }
-    fn sort<const K: usize>(ordered: &[Vec<Ordered>], slots: &[Slot], total: usize) -> Vec<u32> {
+    let spans = (0..components)
+        .map(|c| {
+            ordered
+                .iter()
+                .map(|b| Span::of(&b[c]))
+                .fold(Span::default(), Span::join)
+        })
+        .collect::<Vec<_>>();
+    let packing = Packing::new(&spans)?;
+    fn sort<const K: usize>(ordered: &[Vec<Ordered>], packing: &Packing, total: usize) -> Vec<u32> {
         let mut entries: Vec<([u64; K], u32)> = vec![([0; K], 0); total];
         // Each batch fills its own rows, in parallel.
         let mut parts = Vec::with_capacity(ordered.len());
@@ -324,46 +307,283 @@ pub fn normalized_order(keys: &[Vec<ArrayRef>], total: usize) -> Option<Vec<u32>
             rest = tail;
             first += rows as u32;
         }
-        parts.into_par_iter().for_each(|(b, part, first)| {
-            for (i, e) in part.iter_mut().enumerate() {
-                e.1 = first + i as u32;
-            }
-            for (col, slot) in b.iter().zip(slots) {
-                if slot.width == 0 {
-                    continue;
-                }
-                // A 65-bit code is a validity bit, then the value in the next 64 bits; any
-                // other code with nulls is the value shifted above the null's 0.
-                let split = slot.width == 65;
-                let (at, width) = if split {
-                    (slot.at + 1, 64)
-                } else {
-                    (slot.at, slot.width)
-                };
-                let shift = (slot.nulls && !split) as u64;
-                for (i, e) in part.iter_mut().enumerate() {
-                    if col.nulls.as_ref().is_some_and(|n| n.is_null(i)) {
-                        continue; // code 0, already there
-                    }
-                    if split {
-                        put(&mut e.0, slot.at, 1, 1);
-                    }
-                    put(&mut e.0, at, width, col.values[i] - slot.min + shift);
-                }
-            }
-        });
+        parts
+            .into_par_iter()
+            .for_each(|(b, part, first)| packing.pack(b, part, first));
         entries.par_sort_unstable();
         entries.into_par_iter().map(|(_, i)| i).collect()
     }
     macro_rules! by_width {
         ($($k:literal)*) => {
-            match words {
-                $($k => sort::<$k>(&ordered, &slots, total),)*
+            match packing.words {
+                $($k => sort::<$k>(&ordered, &packing, total),)*
                 _ => return None,
             }
         };
     }
     Some(by_width!(0 1 2 3 4 5 6 7 8 9 10 11 12))
+}
+
+/// What one key component's values span: whether any is null, and the least and greatest
+/// valid value (`None`: no valid value).
+#[derive(Debug, Clone, Copy, Default)]
+struct Span {
+    nulls: bool,
+    bounds: Option<(u64, u64)>,
+}
+
+impl Span {
+    fn of(o: &Ordered) -> Span {
+        Span {
+            nulls: o.nulls.is_some(),
+            bounds: o.bounds,
+        }
+    }
+
+    fn join(self, other: Span) -> Span {
+        let bounds = match (self.bounds, other.bounds) {
+            (Some(a), Some(b)) => Some((a.0.min(b.0), a.1.max(b.1))),
+            (a, b) => a.or(b),
+        };
+        Span {
+            nulls: self.nulls || other.nulls,
+            bounds,
+        }
+    }
+}
+
+/// Where each key component goes in the packed key, and how many words that takes.
+struct Packing {
+    slots: Vec<Slot>,
+    words: usize,
+}
+
+impl Packing {
+    /// Each component takes only the bits its values span (`value - min`, a code below the
+    /// valid ones for nulls), one after another; `None` beyond [`MAX_WORDS`].
+    fn new(spans: &[Span]) -> Option<Packing> {
+        let mut slots = Vec::with_capacity(spans.len());
+        let mut at = 0;
+        for span in spans {
+            let (min, width) = match span.bounds {
+                Some((lo, hi)) => (lo, hi - lo),
+                None => (0, 0),
+            };
+            // Codes run from 0 to span (+ 1 with nulls); a full 64-bit span with nulls takes 65.
+            let width = match width.checked_add(span.nulls as u64) {
+                Some(top) => 64 - top.leading_zeros(),
+                None => 65,
+            };
+            slots.push(Slot {
+                at,
+                width,
+                min,
+                nulls: span.nulls,
+            });
+            at += width as usize;
+        }
+        let words = at.div_ceil(64);
+        (words <= MAX_WORDS).then_some(Packing { slots, words })
+    }
+
+    /// Packs the keys of one batch (`b`, its components) into `part`, numbering its rows from
+    /// `first`.
+    fn pack<const K: usize>(&self, b: &[Ordered], part: &mut [([u64; K], u32)], first: u32) {
+        for (i, e) in part.iter_mut().enumerate() {
+            e.1 = first + i as u32;
+        }
+        for (col, slot) in b.iter().zip(&self.slots) {
+            if slot.width == 0 {
+                continue;
+            }
+            // A 65-bit code is a validity bit, then the value in the next 64 bits; any
+            // other code with nulls is the value shifted above the null's 0.
+            let split = slot.width == 65;
+            let (at, width) = if split {
+                (slot.at + 1, 64)
+            } else {
+                (slot.at, slot.width)
+            };
+            let shift = (slot.nulls && !split) as u64;
+            for (i, e) in part.iter_mut().enumerate() {
+                if col.nulls.as_ref().is_some_and(|n| n.is_null(i)) {
+                    continue; // code 0, already there
+                }
+                if split {
+                    put(&mut e.0, slot.at, 1, 1);
+                }
+                put(&mut e.0, at, width, col.values[i] - slot.min + shift);
+            }
+        }
+    }
+}
+
+impl ClusteringOrder {
+    /// Whether every component of the sort key of rows of `schema` is an integer, date or
+    /// timestamp: then [`ClusteringOrder::streamed_order`] can order them.
+    pub fn packs(&self, schema: &Schema) -> bool {
+        let mut columns: Vec<usize> = self.stream.into_iter().collect();
+        columns.extend(&self.keys);
+        columns.push(self.time);
+        columns.iter().all(|&c| {
+            let t = schema.field(c).data_type();
+            t.is_integer()
+                || matches!(
+                    t,
+                    DataType::Date32 | DataType::Date64 | DataType::Timestamp(..)
+                )
+        })
+    }
+
+    /// The stable clustering order of rows that come in `parts` parts, each read by
+    /// `read(part)` as batches (holding at least the sort columns), as row numbers counted
+    /// across the parts in order. Each part is read twice: for the span of each key
+    /// component, then to pack each row's key into words (see [`normalized_order`]). Only the
+    /// packed keys are held (hits': 24 bytes a row), never the rows' columns. `Ok(None)` when
+    /// a component is not an integer, date or timestamp (see [`ClusteringOrder::packs`]).
+    pub fn streamed_order<E>(
+        &self,
+        parts: usize,
+        read: impl Fn(usize) -> Result<Vec<RecordBatch>, E> + Sync,
+    ) -> Result<Option<Vec<u32>>, E>
+    where
+        E: From<LayoutError> + Send,
+    {
+        let Some(spans) = self.part_spans(parts, &read)? else {
+            return Ok(None);
+        };
+        let rows: Vec<usize> = spans.iter().map(|(r, _)| *r).collect();
+        let total: usize = rows.iter().sum();
+        if total > u32::MAX as usize {
+            return Err(E::from(LayoutError::BatchTooLarge {
+                rows: total,
+                max: u32::MAX as usize,
+            }));
+        }
+        let joined: Vec<Span> = (0..self.fields.len())
+            .map(|c| {
+                spans
+                    .iter()
+                    .map(|(_, s)| s[c])
+                    .fold(Span::default(), Span::join)
+            })
+            .collect();
+        let Some(packing) = Packing::new(&joined) else {
+            return Ok(None);
+        };
+        let sorted = Streamed {
+            order: self,
+            packing: &packing,
+            rows: &rows,
+            read: &read,
+        };
+        macro_rules! by_width {
+            ($($k:literal)*) => {
+                match packing.words {
+                    $($k => sorted.sort::<$k>(),)*
+                    _ => return Ok(None),
+                }
+            };
+        }
+        by_width!(0 1 2 3 4 5 6 7 8 9 10 11 12).map(Some)
+    }
+
+    /// Each part's rows and the span of each key component in it; `None` when a component
+    /// does not pack.
+    fn part_spans<E>(
+        &self,
+        parts: usize,
+        read: &ReadPart<'_, E>,
+    ) -> Result<Option<Vec<PartSpans>>, E>
+    where
+        E: From<LayoutError> + Send,
+    {
+        (0..parts)
+            .into_par_iter()
+            .map(|p| {
+                let mut rows = 0usize;
+                let mut spans = vec![Span::default(); self.fields.len()];
+                for b in read(p)? {
+                    let Some(ordered) = self.ordered(&b)? else {
+                        return Ok(None);
+                    };
+                    rows += b.num_rows();
+                    for (s, o) in spans.iter_mut().zip(&ordered) {
+                        *s = s.join(Span::of(o));
+                    }
+                }
+                Ok(Some((rows, spans)))
+            })
+            .collect()
+    }
+
+    /// The key components of a batch as order-preserving words; `None` when one does not
+    /// pack.
+    fn ordered(&self, b: &RecordBatch) -> Result<Option<Vec<Ordered>>, LayoutError> {
+        Ok(self
+            .key_columns(b)?
+            .iter()
+            .map(|a| Ordered::new(a.as_ref()))
+            .collect())
+    }
+}
+
+/// Reads one part of a streamed order's rows.
+type ReadPart<'a, E> = dyn Fn(usize) -> Result<Vec<RecordBatch>, E> + Sync + 'a;
+
+/// A part's rows and the span of each key component in it.
+type PartSpans = (usize, Vec<Span>);
+
+/// A streamed order's second read: every part's keys packed into their rows' entries.
+struct Streamed<'a, E> {
+    order: &'a ClusteringOrder,
+    packing: &'a Packing,
+    /// Rows of each part, from the first read.
+    rows: &'a [usize],
+    read: &'a ReadPart<'a, E>,
+}
+
+impl<E: From<LayoutError> + Send> Streamed<'_, E> {
+    fn sort<const K: usize>(&self) -> Result<Vec<u32>, E> {
+        let total = self.rows.iter().sum();
+        let mut entries: Vec<([u64; K], u32)> = vec![([0; K], 0); total];
+        let mut parts = Vec::with_capacity(self.rows.len());
+        let mut rest = entries.as_mut_slice();
+        let mut first = 0u32;
+        for (p, &n) in self.rows.iter().enumerate() {
+            let (part, tail) = rest.split_at_mut(n);
+            parts.push((p, part, first));
+            rest = tail;
+            first += n as u32;
+        }
+        parts
+            .into_par_iter()
+            .try_for_each(|(p, part, first)| self.pack_part(p, part, first))?;
+        entries.par_sort_unstable();
+        Ok(entries.into_par_iter().map(|(_, i)| i).collect())
+    }
+
+    /// Reads part `p` again and packs its rows into `part`, numbered from `first`. The part
+    /// must hold the rows the first read counted.
+    fn pack_part<const K: usize>(
+        &self,
+        p: usize,
+        part: &mut [([u64; K], u32)],
+        first: u32,
+    ) -> Result<(), E> {
+        let mut at = 0;
+        for b in (self.read)(p)? {
+            let n = b.num_rows();
+            let ordered = self.order.ordered(&b)?.ok_or(LayoutError::Changed)?;
+            let slice = part.get_mut(at..at + n).ok_or(LayoutError::Changed)?;
+            self.packing.pack(&ordered, slice, first + at as u32);
+            at += n;
+        }
+        if at != part.len() {
+            return Err(E::from(LayoutError::Changed));
+        }
+        Ok(())
+    }
 }
 
 /// The permutation that puts `batch` in the layout's clustering order; the identity when the

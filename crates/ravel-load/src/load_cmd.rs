@@ -333,7 +333,7 @@ async fn sorted_load(
     progress: impl FnMut(u64, &ravel_loader::Loader),
 ) -> Result<ravel_compact::SortedLoadReport, ravel_compact::CompactError> {
     let mut load = ravel_compact::SortedLoad::new(store, table, opts).await?;
-    let fed = ravel_loader::feed_files(load.loader(), feed.inputs, feed.format, feed.tsv, progress);
+    let fed = load.feed(feed.inputs, feed.format, feed.tsv, progress);
     match fed.await {
         Ok(()) => load.finish().await,
         Err(e) => Err(load.abandon(e).await),

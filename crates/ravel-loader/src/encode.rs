@@ -84,6 +84,8 @@ pub struct SortedRun {
 #[derive(Debug, Clone, Default)]
 pub struct EncodedRun {
     pub objects: usize,
+    /// Reading input, when the encoder reads it itself (a load by columns).
+    pub read_s: f64,
     pub sort_s: f64,
     pub gather_s: f64,
     /// Dictionary trials and encoding; includes `blooms_s`.
@@ -92,6 +94,9 @@ pub struct EncodedRun {
     pub blooms_s: f64,
     /// Stored / estimated object size after this run, for the next (see [`RunEncoder::encode`]).
     pub calibration: Option<f64>,
+    /// Bytes kept in local files until the run's objects were assembled (a load by columns'
+    /// encoded pages).
+    pub local_spill_bytes: u64,
 }
 
 impl RunEncoder {
@@ -145,6 +150,21 @@ impl RunEncoder {
             .iter()
             .map(|&c| self.schema.field(c).name().clone())
             .collect()
+    }
+
+    /// Columns (indices in its schema) whose value range each object records.
+    pub(crate) fn range_columns(&self) -> &[usize] {
+        &self.range_columns
+    }
+
+    /// Columns whose filter each object hands to the sidecar.
+    pub(crate) fn bloom_columns(&self) -> &[usize] {
+        &self.bloom_columns
+    }
+
+    /// Columns whose statistics each object's Delta `add` carries.
+    pub(crate) fn stats_columns(&self) -> &[usize] {
+        &self.stats_columns
     }
 
     /// `batches` as a run in the clustering order (as they are, without a clustering key).

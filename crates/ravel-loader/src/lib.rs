@@ -4,6 +4,7 @@
 //! last.
 
 mod budget;
+mod columns;
 mod commit;
 mod encode;
 mod error;
@@ -18,6 +19,7 @@ pub mod tsv;
 mod upload;
 
 pub use budget::Budget;
+pub use columns::{ColumnPlan, load_by_columns};
 pub use commit::{Committed, Committer, Published, Replacement, commit_settings};
 pub use encode::{
     EncodeSettings, EncodedRun, RunEncoder, SortedRun, stats_columns, table_configuration,

@@ -24,7 +24,7 @@ use crate::upload::{UploadedRun, Uploader};
 use crate::{ArrowStage, LoadError, LoadOptions, Writing};
 use ravel_manifest::{MANIFEST_FORMAT, Manifest, ObjectEntry};
 
-/// Seconds spent per stage.
+/// Seconds spent per stage, and the bytes a stage kept in local files.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct StageTimes {
     /// Waiting for input (measured by the caller's source; see [`Loader::add_read_time`]).
@@ -39,6 +39,9 @@ pub struct StageTimes {
     pub blooms_s: f64,
     pub upload_s: f64,
     pub commit_s: f64,
+    /// Bytes written to local files and read back (never to the store): a load by columns'
+    /// encoded pages.
+    pub local_spill_bytes: u64,
 }
 
 impl StageTimes {
@@ -51,10 +54,13 @@ impl StageTimes {
         self.blooms_s += other.blooms_s;
         self.upload_s += other.upload_s;
         self.commit_s += other.commit_s;
+        self.local_spill_bytes += other.local_spill_bytes;
     }
 
     /// Adds what encoding a run took.
     fn add_run(&mut self, run: &EncodedRun) {
+        self.read_s += run.read_s;
+        self.local_spill_bytes += run.local_spill_bytes;
         self.sort_s += run.sort_s;
         self.gather_s += run.gather_s;
         self.encode_s += run.encode_s;
@@ -449,6 +455,11 @@ impl Loader {
         &self.opts
     }
 
+    /// Rows pushed (or stored by columns) so far.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
     /// Runs flushed so far; the next run gets this number.
     pub fn runs(&self) -> u64 {
         self.runs
@@ -485,6 +496,96 @@ impl Loader {
         let uploaded = self.uploader.upload_run(rx, run_no, object_cap).await;
         let encoded = worker.await.map_err(|e| LoadError::Internal {
             task: "sort/encode task".into(),
+            message: format!("failed: {e}"),
+        })?;
+        self.record_run(run_no, uploaded, encoded)
+    }
+
+    /// Marks the load failed: it can then only be abandoned.
+    pub(crate) fn poison(&mut self) {
+        self.poisoned = true;
+    }
+
+    /// Accepts `schema` for rows the caller reads and encodes itself, as the first batch's
+    /// schema is accepted (see [`Loader::push`]), and returns the run encoder of the table's
+    /// schema. Only before any row is pushed.
+    pub(crate) fn accept_columns(
+        &mut self,
+        schema: &SchemaRef,
+        input: &str,
+    ) -> Result<Arc<RunEncoder>, LoadError> {
+        if self.rows > 0 || self.runs > 0 {
+            return Err(LoadError::Internal {
+                task: "a load by columns".into(),
+                message: "rows were pushed already".into(),
+            });
+        }
+        let empty = RecordBatch::new_empty(schema.clone());
+        self.accept_schema(&empty, input)?;
+        Ok(self
+            .encoder
+            .clone()
+            .expect("accepting the schema set the encoder"))
+    }
+
+    /// Stores a run of `rows` rows whose objects `produce` encodes (on a blocking thread),
+    /// handing each to the uploader as the loader's own runs do. `charge` bytes of the budget
+    /// are held until `produce` returns; objects in flight are charged out of the rest.
+    pub(crate) async fn store_run<F>(
+        &mut self,
+        rows: u64,
+        charge: u64,
+        produce: F,
+    ) -> Result<(), LoadError>
+    where
+        F: FnOnce(
+                &mut dyn FnMut(EncodedObject) -> Result<(), LoadError>,
+            ) -> Result<EncodedRun, LoadError>
+            + Send
+            + 'static,
+    {
+        let result = self.store_run_inner(rows, charge, produce).await;
+        if result.is_err() {
+            self.poisoned = true;
+        }
+        result
+    }
+
+    async fn store_run_inner<F>(
+        &mut self,
+        rows: u64,
+        charge: u64,
+        produce: F,
+    ) -> Result<(), LoadError>
+    where
+        F: FnOnce(
+                &mut dyn FnMut(EncodedObject) -> Result<(), LoadError>,
+            ) -> Result<EncodedRun, LoadError>
+            + Send
+            + 'static,
+    {
+        self.take_lease().await?;
+        let units = units(charge).min(self.budget.total_units() as u32);
+        let permit = self.budget.acquire_units(units).await;
+        let object_cap = self.budget.total_units() - units as usize;
+        let run_no = self.runs;
+        self.runs += 1;
+        self.rows += rows;
+        let (tx, rx) = tokio::sync::mpsc::channel::<EncodedObject>(1);
+        let worker = tokio::task::spawn_blocking(move || {
+            let mut emit = |obj| {
+                tx.blocking_send(obj).map_err(|_| LoadError::Internal {
+                    task: "upload pipeline".into(),
+                    message: "closed after a failed upload".into(),
+                })
+            };
+            let encoded = produce(&mut emit);
+            drop(permit);
+            encoded
+        });
+        let uploaded = self.uploader.upload_run(rx, run_no, object_cap).await;
+        let encoded = worker.await.map_err(|e| LoadError::Internal {
+            task: "column encoder task".into(),
             message: format!("failed: {e}"),
         })?;
         self.record_run(run_no, uploaded, encoded)
@@ -766,7 +867,11 @@ impl Loader {
     }
 }
 
-fn check_same(table: &SchemaRef, batch: &SchemaRef, input: &str) -> Result<(), LoadError> {
+pub(crate) fn check_same(
+    table: &SchemaRef,
+    batch: &SchemaRef,
+    input: &str,
+) -> Result<(), LoadError> {
     for f in table.fields() {
         match batch.field_with_name(f.name()) {
             Err(_) => {
@@ -831,36 +936,48 @@ fn conform(
         return Ok(batch);
     }
     let rows = batch.num_rows();
-    let mut columns = Vec::with_capacity(schema.fields().len());
-    for (field, column) in schema.fields().iter().zip(batch.columns()) {
-        let bad = |problem: String| LoadError::Schema {
-            input: input.into(),
-            column: field.name().clone(),
-            problem,
-        };
-        if !field.is_nullable()
-            && let Some(row) = first_null(column.as_ref())
-        {
-            return Err(bad(format!(
-                "is null in row {} of the input, but the table's column is NOT NULL",
-                first_row + row as u64 + 1
-            )));
-        }
-        if column.data_type() == field.data_type() {
-            columns.push(column.clone());
-            continue;
-        }
-        let data = retype(column.to_data(), field.data_type()).map_err(|e| {
-            bad(format!(
-                "holds a null where the table's type {} has a NOT NULL field ({e})",
-                field.data_type()
-            ))
-        })?;
-        columns.push(arrow::array::make_array(data));
-    }
+    let columns = schema
+        .fields()
+        .iter()
+        .zip(batch.columns())
+        .map(|(field, column)| conform_column(field, column, input, first_row))
+        .collect::<Result<Vec<_>, _>>()?;
     let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(rows));
     RecordBatch::try_new_with_options(schema.clone(), columns, &options)
         .map_err(LoadError::arrow(ArrowStage::ReadingInput))
+}
+
+/// One column of a batch with its field in the table's schema (see [`conform`]); `first_row`
+/// is the batch's first row's 0-based number in `input`.
+pub(crate) fn conform_column(
+    field: &arrow::datatypes::Field,
+    column: &arrow::array::ArrayRef,
+    input: &str,
+    first_row: u64,
+) -> Result<arrow::array::ArrayRef, LoadError> {
+    let bad = |problem: String| LoadError::Schema {
+        input: input.into(),
+        column: field.name().clone(),
+        problem,
+    };
+    if !field.is_nullable()
+        && let Some(row) = first_null(column.as_ref())
+    {
+        return Err(bad(format!(
+            "is null in row {} of the input, but the table's column is NOT NULL",
+            first_row + row as u64 + 1
+        )));
+    }
+    if column.data_type() == field.data_type() {
+        return Ok(column.clone());
+    }
+    let data = retype(column.to_data(), field.data_type()).map_err(|e| {
+        bad(format!(
+            "holds a null where the table's type {} has a NOT NULL field ({e})",
+            field.data_type()
+        ))
+    })?;
+    Ok(arrow::array::make_array(data))
 }
 
 /// The index of an array's first null, if it holds one.

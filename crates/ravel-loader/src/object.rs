@@ -41,7 +41,7 @@ pub struct EncodedObject {
 }
 
 /// Rows of the run encoded both ways to decide whether a column's dictionary pays.
-const DICTIONARY_TRIAL_ROWS: usize = 32_768;
+pub(crate) const DICTIONARY_TRIAL_ROWS: usize = 32_768;
 
 /// Whether a dictionary makes this column smaller: the window (contiguous rows of the run, as
 /// an object holds them) is encoded with and without one, zstd included, and the smaller
@@ -52,7 +52,7 @@ const DICTIONARY_TRIAL_ROWS: usize = 32_768;
 ///
 /// Returns whether the dictionary won and the winner's size in bytes (which also predicts an
 /// object's stored size per row).
-fn trial(window: &[ArrayRef], compression: Compression) -> Result<Trial, LoadError> {
+pub(crate) fn trial(window: &[ArrayRef], compression: Compression) -> Result<Trial, LoadError> {
     let size = |dictionary| encoded_size(window, compression, dictionary);
     let (with, without) = (size(true)?, size(false)?);
     Ok(Trial {
@@ -89,9 +89,9 @@ fn encoded_size(
 
 /// A column's dictionary trial: whether the dictionary won, and the winner's bytes.
 #[derive(Debug, Clone, Copy)]
-struct Trial {
-    dictionary: bool,
-    bytes: usize,
+pub(crate) struct Trial {
+    pub dictionary: bool,
+    pub bytes: usize,
 }
 
 /// A run: its rows in the order they are written (a sorted run is its gathered batches; an
@@ -188,7 +188,6 @@ pub(crate) fn writer_properties(
     object_bytes: u64,
 ) -> Result<RunProperties, LoadError> {
     use rayon::prelude::*;
-    let dictionary_limit = (object_bytes as usize / 2).max(1 << 20);
     let schema = run.schema.as_ref();
     let compression = Compression::ZSTD(ZstdLevel::try_new(zstd_level)?);
     let mut b = WriterProperties::builder()
@@ -204,13 +203,7 @@ pub(crate) fn writer_properties(
         .collect::<Result<Vec<Trial>, _>>()?;
     let bytes_per_row = trials.iter().map(|t| t.bytes).sum::<usize>() as f64 / len.max(1) as f64;
     for (field, trial) in schema.fields().iter().zip(trials) {
-        let path = ColumnPath::from(field.name().as_str());
-        b = if trial.dictionary {
-            // The whole column chunk may use its dictionary: no fallback to plain half-way.
-            b.set_column_dictionary_page_size_limit(path, dictionary_limit)
-        } else {
-            b.set_column_dictionary_enabled(path, false)
-        };
+        b = with_dictionary(b, field.name(), trial, object_bytes);
     }
     b = with_blooms(b, layout, run, object_bytes as f64 / bytes_per_row);
     b = with_layout_metadata(b, layout, schema);
@@ -218,6 +211,22 @@ pub(crate) fn writer_properties(
         props: b.build(),
         bytes_per_row,
     })
+}
+
+/// `b` with column `name`'s dictionary as its trial chose: on, for the whole column chunk (no
+/// fallback to plain half-way through an object of `object_bytes`), or off.
+pub(crate) fn with_dictionary(
+    b: WriterPropertiesBuilder,
+    name: &str,
+    trial: Trial,
+    object_bytes: u64,
+) -> WriterPropertiesBuilder {
+    let path = ColumnPath::from(name);
+    if trial.dictionary {
+        b.set_column_dictionary_page_size_limit(path, (object_bytes as usize / 2).max(1 << 20))
+    } else {
+        b.set_column_dictionary_enabled(path, false)
+    }
 }
 
 /// Properties of objects that only a merge reads back (see [`crate::EncodeSettings::spill`]):
@@ -368,7 +377,7 @@ impl Buffers {
 /// entries. A filter the writer filled (string and binary columns) is the one it handed over
 /// (`filled`, per row group, per field); one parquet-rs filled itself (e.g. FixedSizeBinary)
 /// is read back out of the encoded object.
-fn object_blooms(
+pub(crate) fn object_blooms(
     bloom_columns: &[usize],
     filled: Vec<Vec<Option<Vec<u8>>>>,
     bytes: &[u8],
