@@ -43,6 +43,10 @@ pub struct SortedLoadReport {
     pub rows: u64,
     /// Sorted runs the input made (the budget's worth each), each spilled and merged.
     pub runs: u64,
+    /// The rows were read and encoded a column at a time (see [`SortedLoad::feed`]): one
+    /// run, nothing spilled to the store; `write` has the stages, and the bytes the encoded
+    /// pages took in local files.
+    pub by_columns: bool,
     pub spill_objects: usize,
     pub spill_bytes: u64,
     /// The published objects: one sequence in clustering order.
@@ -165,6 +169,7 @@ impl SortedLoad<'_> {
             load_id: r.load_id,
             rows: r.rows,
             runs: r.runs,
+            by_columns: self.by_columns,
             spill_objects: 0,
             spill_bytes: 0,
             objects: r.objects.len(),
@@ -193,6 +198,7 @@ fn spilled(table: &str, spill: &Prepared) -> SortedLoadReport {
         load_id: String::new(),
         rows: r.rows,
         runs: r.runs,
+        by_columns: false,
         spill_objects: spill.manifest.objects.len(),
         spill_bytes: r.stored_bytes,
         objects: 0,

@@ -344,6 +344,25 @@ fn print_sorted(r: &ravel_compact::SortedLoadReport) {
     let version = r
         .version
         .map_or("none (published already)".to_string(), |v| v.to_string());
+    if r.by_columns {
+        let w = &r.write;
+        println!(
+            "loaded {} rows into table {} globally sorted, a column at a time: {} objects, {} bytes; version {version}",
+            r.rows, r.table, r.objects, r.stored_bytes
+        );
+        println!(
+            "read {:.2} s, sort {:.2}, gather {:.2}, encode {:.2}, upload {:.2} (summed over threads); pages kept in local files {} bytes; peak budget {} bytes; wall {:.2} s",
+            w.read_s,
+            w.sort_s,
+            w.gather_s,
+            w.encode_s,
+            w.upload_s,
+            w.local_spill_bytes,
+            r.peak_budget_bytes,
+            r.wall_s
+        );
+        return;
+    }
     println!(
         "loaded {} rows into table {} globally sorted: {} run(s) spilled ({} objects, {} bytes) and merged in {} pass(es) into {} objects, {} bytes; version {version}",
         r.rows,

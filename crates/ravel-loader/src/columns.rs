@@ -159,8 +159,21 @@ impl ColumnPlan {
     /// The most slabs a column is read in under `opts` (`None`: the load does not fit).
     pub fn most_slabs(&self, opts: &LoadOptions, layout: &ravel_layout::Layout) -> Option<u64> {
         let charge = self.charge(opts, layout)?;
-        let widest = self.decoded.iter().copied().max().unwrap_or(0);
-        Some(widest.div_ceil(charge.column_share).max(1))
+        (0..self.decoded.len())
+            .map(|c| self.slabs(c, charge.column_share))
+            .max()
+    }
+
+    /// The slabs column `c` is read in when `share` bytes of it may be held: one when it fits
+    /// whole; otherwise each slab also holds where each of its rows is (an `(array, row)`
+    /// pair).
+    fn slabs(&self, c: usize, share: u64) -> u64 {
+        let decoded = self.decoded[c];
+        if decoded <= share {
+            return 1;
+        }
+        let at = self.rows * std::mem::size_of::<(usize, usize)>() as u64;
+        (decoded + at).div_ceil(share.max(1))
     }
 
     fn charge(&self, opts: &LoadOptions, layout: &ravel_layout::Layout) -> Option<Charge> {
@@ -177,7 +190,11 @@ impl ColumnPlan {
         let order = self.rows * ORDER_PER_ROW;
         let widest = self.decoded.iter().copied().max().unwrap_or(0);
         let column_share = share.saturating_sub(order).min(widest);
-        let fits = sort <= share && column_share.max(1) * MAX_SLABS >= widest;
+        let most_slabs = (0..self.decoded.len())
+            .map(|c| self.slabs(c, column_share))
+            .max()
+            .unwrap_or(1);
+        let fits = sort <= share && most_slabs <= MAX_SLABS;
         fits.then_some(Charge {
             total: sort.max(order + column_share),
             column_share: column_share.max(1),
@@ -562,8 +579,9 @@ impl ColumnLoad {
     /// share of the budget, else as many as keep each slab's rows within it.
     fn slabs_of(&self, c: usize) -> Vec<Range<usize>> {
         let objects = self.bounds.len() - 1;
-        let n = self.plan.decoded[c]
-            .div_ceil(self.charge.column_share)
+        let n = self
+            .plan
+            .slabs(c, self.charge.column_share)
             .clamp(1, objects as u64) as usize;
         (0..n)
             .map(|i| i * objects / n..(i + 1) * objects / n)
