@@ -103,10 +103,11 @@ impl<'a> SortedLoad<'a> {
         &mut self.loader
     }
 
-    /// Reads `inputs` into the load. Parquet files whose order and widest column fit the
-    /// budget are loaded by columns, in one pass with no spill in the store (see
-    /// [`ravel_loader::load_by_columns`]); other inputs, and any load given a run trigger
-    /// (`target_bytes`), are pushed into [`SortedLoad::loader`] and sorted in runs. `progress` is called with the rows read (once for a load by
+    /// Reads `inputs` into the load. Parquet files too large for one run, whose order and
+    /// widest column fit the budget, are loaded by columns, in one pass with no spill in the
+    /// store (see [`ravel_loader::load_by_columns`]); other inputs, and any load given a run
+    /// trigger (`target_bytes`), are pushed into [`SortedLoad::loader`]: rows that fit one run
+    /// are published as it, more are sorted in runs, spilled and merged. `progress` is called with the rows read (once for a load by
     /// columns).
     pub async fn feed(
         &mut self,
@@ -120,7 +121,8 @@ impl<'a> SortedLoad<'a> {
         if format == ravel_loader::InputFormat::Parquet && !runs_asked {
             let paths = ravel_loader::expand_inputs(inputs)?;
             let plan = ravel_loader::ColumnPlan::open(&paths)?;
-            if plan.fits(self.loader.options(), self.loader.layout()) {
+            let opts = self.loader.options();
+            if !plan.fits_one_run(opts) && plan.fits(opts, self.loader.layout()) {
                 self.loader.set_spill(false)?;
                 self.loader.set_scratch(None)?;
                 self.by_columns = true;

@@ -435,6 +435,25 @@ impl ClusteringOrder {
         })
     }
 
+    /// The most words a packed key of rows of `schema` takes, from its components' types
+    /// alone (a component takes at most its type's bits, and one more for nulls); `None` when
+    /// the key does not pack (see [`ClusteringOrder::packs`]).
+    pub fn packed_words_at_most(&self, schema: &Schema) -> Option<usize> {
+        if !self.packs(schema) {
+            return None;
+        }
+        let bits = |t: &DataType| match t.primitive_width() {
+            Some(w) => 8 * w + 1,
+            None => 65,
+        };
+        let mut total = 65; // the time bucket: an Int64 or UInt64
+        for c in self.stream.iter().chain(&self.keys).chain([&self.time]) {
+            total += bits(schema.field(*c).data_type());
+        }
+        let words = total.div_ceil(64);
+        (words <= MAX_WORDS).then_some(words)
+    }
+
     /// The stable clustering order of rows that come in `parts` parts, each read by
     /// `read(part)` as batches (holding at least the sort columns), as row numbers counted
     /// across the parts in order. Each part is read twice: for the span of each key

@@ -97,10 +97,9 @@ struct Charge {
 /// Order bytes per row: [`Position`], and the inverse order's `u32` (see `ColumnLoad::inverse`).
 const ORDER_PER_ROW: u64 = 12;
 
-/// Sort bytes per row when every key component packs into words (hits': a 24-byte entry and
-/// the 4-byte result, see `ClusteringOrder::streamed_order`), and otherwise (the key columns,
-/// their scratch and the `(batch, row)` order).
-const PACKED_SORT_PER_ROW: u64 = 32;
+/// Sort bytes per row when the key does not pack into words (the key columns, their scratch
+/// and the `(batch, row)` order); a packed key takes its entry and the 4-byte result (see
+/// `ClusteringOrder::streamed_order`).
 const ROW_SORT_PER_ROW: u64 = crate::SORT_SCRATCH_PER_ROW + 64;
 
 /// A column held in at most this many slabs (each read of it once more).
@@ -156,6 +155,15 @@ impl ColumnPlan {
             && self.charge(opts, layout).is_some()
     }
 
+    /// Whether every row fits one run of a load under `opts` (their decoded bytes and sort
+    /// scratch within the run trigger): then sorting them in memory, as one run, costs less
+    /// than reading them a column at a time.
+    pub fn fits_one_run(&self, opts: &LoadOptions) -> bool {
+        // With a fifth to spare: the estimate is not what the run trigger counts.
+        let decoded: u64 = self.decoded.iter().sum();
+        (decoded + self.rows * crate::SORT_SCRATCH_PER_ROW) * 5 / 4 <= opts.flush_trigger()
+    }
+
     /// The most slabs a column is read in under `opts` (`None`: the load does not fit).
     pub fn most_slabs(&self, opts: &LoadOptions, layout: &ravel_layout::Layout) -> Option<u64> {
         let charge = self.charge(opts, layout)?;
@@ -178,14 +186,15 @@ impl ColumnPlan {
 
     fn charge(&self, opts: &LoadOptions, layout: &ravel_layout::Layout) -> Option<Charge> {
         let share = opts.load_budget.saturating_sub(opts.in_flight_bytes());
-        let packs = ClusteringOrder::try_new(layout, &self.schema)
+        // Without a clustering key there is no order to load in.
+        let clustering = ClusteringOrder::try_new(layout, &self.schema)
             .ok()
-            .flatten()
-            .is_some_and(|o| o.packs(&self.schema));
+            .flatten()?;
         let sort = self.rows
-            * match packs {
-                true => PACKED_SORT_PER_ROW,
-                false => ROW_SORT_PER_ROW,
+            * match clustering.packed_words_at_most(&self.schema) {
+                // An entry: the words and the row number, aligned to 8 bytes.
+                Some(words) => 8 * words as u64 + 8 + 4,
+                None => ROW_SORT_PER_ROW,
             };
         let order = self.rows * ORDER_PER_ROW;
         let widest = self.decoded.iter().copied().max().unwrap_or(0);
@@ -244,7 +253,7 @@ pub async fn load_by_columns(loader: &mut Loader, plan: ColumnPlan) -> Result<()
 async fn by_columns(loader: &mut Loader, plan: ColumnPlan) -> Result<(), LoadError> {
     let first = plan.files.first().map_or(String::new(), |f| f.name.clone());
     let encoder = loader.accept_columns(&plan.schema, &first)?;
-    for f in &plan.files[1..] {
+    for f in plan.files.iter().skip(1) {
         check_same(encoder.schema(), f.meta.schema(), &f.name)?;
     }
     let charge = plan
@@ -513,17 +522,33 @@ impl ColumnLoad {
             settings.zstd_level,
             settings.object_bytes,
         )?;
-        self.props = p.props;
         let rows = self.order.len();
-        let per_object = (settings.object_bytes as f64 / p.bytes_per_row.max(1e-9)).max(1.0);
+        let per_object = match p.bytes_per_row > 0.0 {
+            true => (settings.object_bytes as f64 / p.bytes_per_row).max(1.0),
+            false => rows as f64,
+        };
         let objects = ((rows as f64 / per_object).round() as usize).clamp(1, rows);
         self.bounds = (0..=objects).map(|i| i * rows / objects).collect();
+        // Bloom filters sized for twice an object's rows, as a load's are.
+        let object_rows = rows.div_ceil(objects) as u64;
+        self.props = with_bloom_rows(
+            p.props,
+            &settings.layout,
+            self.encoder.schema(),
+            object_rows,
+        );
         Ok(p.bytes_per_row)
     }
 
-    /// The first [`SAMPLE_ROWS`] rows of the first file, every column.
+    /// The first [`SAMPLE_ROWS`] rows of the first file that has rows, every column.
     fn sample(&self) -> Result<Vec<RecordBatch>, LoadError> {
-        let f = &self.plan.files[0];
+        let first = self
+            .plan
+            .units
+            .iter()
+            .find(|u| u.rows > 0)
+            .map_or(0, |u| u.file);
+        let f = &self.plan.files[first];
         let reader =
             ParquetRecordBatchReaderBuilder::new_with_metadata(open(&f.path)?, f.meta.clone())
                 .with_batch_size(KEY_BATCH_ROWS)
@@ -874,6 +899,21 @@ fn key_column(values: &[ArrayRef]) -> Result<KeyColumn, LoadError> {
         .map_err(ranges())?;
     let range = ravel_manifest::value_range(values).map_err(ranges())?;
     Ok(KeyColumn { edges, range })
+}
+
+/// `props` with the Bloom filters of the layout's scope sized for `2 × object_rows` values.
+fn with_bloom_rows(
+    props: WriterProperties,
+    layout: &ravel_layout::Layout,
+    schema: &Schema,
+    object_rows: u64,
+) -> WriterProperties {
+    let mut b = props.into_builder();
+    for name in layout.bloom.scope.columns(schema) {
+        let path = parquet::schema::types::ColumnPath::from(name);
+        b = b.set_column_bloom_filter_max_ndv(path, (2 * object_rows).max(1));
+    }
+    b.build()
 }
 
 /// The first batch of each unit when each unit `u` is read in batches of `batch_rows[u]`

@@ -249,6 +249,46 @@ fn load_with_compact_ends_globally_clustered_in_one_command() {
 }
 
 #[test]
+fn load_with_compact_reads_parquet_a_column_at_a_time_when_the_rows_pass_one_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = hits_store(&dir.path().join("by-columns"));
+    let s = p(&store);
+    let inputs: Vec<PathBuf> = (0..3)
+        .map(|i| generated(dir.path(), &format!("{i}.parquet"), 4_000, 41 + i))
+        .collect();
+    let named = inputs.iter().map(|i| p(i)).collect::<Vec<_>>().join(" ");
+    // A budget whose run trigger the 12,000 rows pass, while their order fits it.
+    let r = json(&format!(
+        "load --store {s} --table hits --input {named} --object-bytes 60000 --load-budget 20000000 --compact --no-maintain --json"
+    ));
+    assert_eq!(r["by_columns"], true, "{r}");
+    assert_eq!(
+        (r["runs"].as_u64(), r["spill_bytes"].as_u64()),
+        (Some(1), Some(0)),
+        "{r}"
+    );
+    assert_eq!(
+        r["written_bytes"], r["stored_bytes"],
+        "nothing spilled to the store: {r}"
+    );
+    assert!(r["write"]["local_spill_bytes"].as_u64() > Some(0), "{r}");
+    assert!(r["objects"].as_u64() > Some(3), "{r}");
+    let deep = json(&format!("verify --store {s} --table hits --deep --json"));
+    assert_eq!(deep["violations"], serde_json::json!([]), "{deep}");
+    assert_eq!(deep["overlap"]["max_depth"], 1, "{deep}");
+    assert_eq!(deep["rows"], 12_000);
+    assert_eq!(deep["orphans"], serde_json::json!([]), "{deep}");
+    // The same rows as a load that sorts them in runs.
+    let runs = hits_store(&dir.path().join("runs"));
+    let r = json(&format!(
+        "load --store {} --table hits --input {named} --object-bytes 60000 --target-bytes 600000 --compact --no-maintain --json",
+        p(&runs)
+    ));
+    assert_eq!(r["by_columns"], false, "{r}");
+    assert_eq!(answers(p(&runs), None), answers(s, None));
+}
+
+#[test]
 fn a_new_key_and_a_compaction_recluster_the_table() {
     let dir = tempfile::tempdir().unwrap();
     let store = hits_store(dir.path());

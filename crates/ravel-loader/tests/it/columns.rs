@@ -42,7 +42,8 @@ fn write(path: &Path, batch: &RecordBatch, group_rows: usize) {
     w.close().unwrap();
 }
 
-/// Generated hits rows written as two files of several row groups each (of other sizes).
+/// Generated hits rows written as two files of several row groups each (of other sizes),
+/// after an empty one.
 fn inputs(dir: &Path) -> (SchemaRef, Vec<PathBuf>, RecordBatch) {
     let (schema, batches) = generate(GenOptions {
         rows: 30_000,
@@ -51,9 +52,15 @@ fn inputs(dir: &Path) -> (SchemaRef, Vec<PathBuf>, RecordBatch) {
         ..GenOptions::default()
     });
     let all = concat_batches(&schema, &batches).unwrap();
-    let paths = vec![dir.join("a.parquet"), dir.join("b.parquet")];
-    write(&paths[0], &all.slice(0, 12_000), 5_000);
-    write(&paths[1], &all.slice(12_000, 18_000), 7_000);
+    // An empty file first: nothing to sample there.
+    let paths = vec![
+        dir.join("0.parquet"),
+        dir.join("a.parquet"),
+        dir.join("b.parquet"),
+    ];
+    write(&paths[0], &all.slice(0, 0), 5_000);
+    write(&paths[1], &all.slice(0, 12_000), 5_000);
+    write(&paths[2], &all.slice(12_000, 18_000), 7_000);
     (schema, paths, all)
 }
 
@@ -173,7 +180,7 @@ async fn a_null_in_a_not_null_column_names_the_file_column_and_row_and_publishes
         })
         .collect();
     let b = RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns).unwrap();
-    write(&paths[1], &b, 7_000);
+    write(&paths[2], &b, 7_000);
 
     let plan = ColumnPlan::open(&paths).unwrap();
     let mut loader = Loader::new(&store, "hits", options(400_000_000))
@@ -195,7 +202,7 @@ async fn a_file_of_other_columns_is_refused_by_name_before_anything_is_stored() 
     let dir = tempfile::tempdir().unwrap();
     let (_, paths, all) = inputs(dir.path());
     write(
-        &paths[1],
+        &paths[2],
         &all.slice(0, 100).project(&[0, 1, 2]).unwrap(),
         50,
     );
