@@ -264,9 +264,11 @@ async fn by_columns(loader: &mut Loader, plan: ColumnPlan) -> Result<(), LoadErr
         })?;
     let rows = plan.rows;
     loader
-        .store_run(rows, charge.total, move |emit| {
-            ColumnLoad::new(plan, encoder, charge)?.run(emit)
-        })
+        .store_run(
+            rows,
+            charge.total,
+            Box::new(move |emit| ColumnLoad::new(plan, encoder, charge)?.run(emit)),
+        )
         .await
 }
 
@@ -409,10 +411,7 @@ impl ColumnLoad {
         })
     }
 
-    fn run(
-        mut self,
-        emit: &mut dyn FnMut(EncodedObject) -> Result<(), LoadError>,
-    ) -> Result<EncodedRun, LoadError> {
+    fn run(mut self, emit: &mut crate::loader::Emit<'_>) -> Result<EncodedRun, LoadError> {
         self.sort_keys()?;
         let bytes_per_row = self.cut()?;
         let objects = self.bounds.len() - 1;

@@ -164,6 +164,13 @@ struct InputPosition {
     rows: u64,
 }
 
+/// Hands each encoded object of a run to the uploader.
+pub(crate) type Emit<'a> = dyn FnMut(EncodedObject) -> Result<(), LoadError> + 'a;
+
+/// Encodes a run's objects on a blocking thread, handing each to [`Emit`] (see
+/// [`Loader::store_run`]).
+pub(crate) type Produce = Box<dyn FnOnce(&mut Emit<'_>) -> Result<EncodedRun, LoadError> + Send>;
+
 /// A buffer taken as a run: its batches and their charge to the budget.
 struct Buffered {
     batches: Vec<RecordBatch>,
@@ -531,19 +538,12 @@ impl Loader {
     /// Stores a run of `rows` rows whose objects `produce` encodes (on a blocking thread),
     /// handing each to the uploader as the loader's own runs do. `charge` bytes of the budget
     /// are held until `produce` returns; objects in flight are charged out of the rest.
-    pub(crate) async fn store_run<F>(
+    pub(crate) async fn store_run(
         &mut self,
         rows: u64,
         charge: u64,
-        produce: F,
-    ) -> Result<(), LoadError>
-    where
-        F: FnOnce(
-                &mut dyn FnMut(EncodedObject) -> Result<(), LoadError>,
-            ) -> Result<EncodedRun, LoadError>
-            + Send
-            + 'static,
-    {
+        produce: Produce,
+    ) -> Result<(), LoadError> {
         let result = self.store_run_inner(rows, charge, produce).await;
         if result.is_err() {
             self.poisoned = true;
@@ -551,19 +551,12 @@ impl Loader {
         result
     }
 
-    async fn store_run_inner<F>(
+    async fn store_run_inner(
         &mut self,
         rows: u64,
         charge: u64,
-        produce: F,
-    ) -> Result<(), LoadError>
-    where
-        F: FnOnce(
-                &mut dyn FnMut(EncodedObject) -> Result<(), LoadError>,
-            ) -> Result<EncodedRun, LoadError>
-            + Send
-            + 'static,
-    {
+        produce: Produce,
+    ) -> Result<(), LoadError> {
         self.take_lease().await?;
         let units = units(charge).min(self.budget.total_units() as u32);
         let permit = self.budget.acquire_units(units).await;
