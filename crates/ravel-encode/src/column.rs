@@ -119,7 +119,9 @@ impl ColumnEncoder {
             let mut stored = Vec::new();
             b.write(&mut stored)?;
             filled_bloom = Some(stored);
-            chunks[0].close_mut().bloom_filter = Some(b);
+            // Folding keeps the unfolded filter's allocation; a chunk waits for its file's
+            // other columns, so it keeps a copy of the folded size only.
+            chunks[0].close_mut().bloom_filter = Some(b.clone());
         }
         Ok(EncodedColumn {
             chunks,

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
-use arrow::datatypes::{Schema, SchemaRef};
+use arrow::datatypes::{DataType, Schema, SchemaRef};
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
@@ -211,9 +211,9 @@ impl ColumnPlan {
     }
 }
 
-/// Each column's decoded bytes, as the footers predict them: fixed-width values and their
-/// validity, or string bytes (their unencoded size where the footer records it, else twice
-/// the uncompressed pages) and offsets.
+/// Each column's decoded bytes, as the footers predict them: fixed-width values, or string
+/// bytes (their unencoded size where the footer records it, else twice the uncompressed
+/// pages) and their offsets; with their validity.
 fn decoded_bytes(files: &[InputFile], schema: &Schema, rows: u64) -> Vec<u64> {
     let mut bytes = vec![0u64; schema.fields().len()];
     for f in files {
@@ -234,8 +234,12 @@ fn decoded_bytes(files: &[InputFile], schema: &Schema, rows: u64) -> Vec<u64> {
         }
     }
     for (b, field) in bytes.iter_mut().zip(schema.fields()) {
-        let width = field.data_type().primitive_width().unwrap_or(8) as u64;
-        *b = (*b).max(rows * width) + rows / 8 + 64;
+        let values = match field.data_type() {
+            DataType::Binary | DataType::Utf8 => *b + rows * 4,
+            DataType::LargeBinary | DataType::LargeUtf8 => *b + rows * 8,
+            t => (*b).max(rows * t.primitive_width().unwrap_or(8) as u64),
+        };
+        *b = values + rows / 8 + 64;
     }
     bytes
 }
@@ -559,8 +563,9 @@ impl ColumnLoad {
         let mut batches = Vec::new();
         for b in reader {
             let b = b.map_err(|e| input_err(&f.path, e))?;
-            batches.push(conform_batch(schema, &b, &f.name, first_row)?);
-            first_row += b.num_rows() as u64;
+            let rows = b.num_rows() as u64;
+            batches.push(conform_batch(schema, b, &f.name, first_row)?);
+            first_row += rows;
         }
         Ok(batches)
     }
@@ -587,8 +592,9 @@ impl ColumnLoad {
         let mut out = Vec::with_capacity(batches_of(u.rows, batch_rows));
         for b in reader {
             let b = b.map_err(|e| input_err(&f.path, e))?;
-            out.push(conform_batch(schema, &b, &f.name, first_row)?);
-            first_row += b.num_rows() as u64;
+            let rows = b.num_rows() as u64;
+            out.push(conform_batch(schema, b, &f.name, first_row)?);
+            first_row += rows;
         }
         if out.len() != batches_of(u.rows, batch_rows) {
             return Err(input_err(
@@ -933,14 +939,17 @@ fn batches_of(rows: usize, batch_rows: usize) -> usize {
 }
 
 /// `batch` (columns of the file, by name) with `schema`'s fields: the table's types and
-/// nullability (see [`conform_column`]).
+/// nullability (see [`conform_column`]), its buffers no larger than their contents. (The
+/// Parquet reader grows a string column's buffers by doubling, so a column held whole would
+/// take up to twice its bytes; shrinking a heap block gives its tail back without a copy.)
 fn conform_batch(
     schema: &SchemaRef,
-    batch: &RecordBatch,
+    batch: RecordBatch,
     input: &str,
     first_row: u64,
 ) -> Result<RecordBatch, LoadError> {
-    let columns = schema
+    let rows = batch.num_rows();
+    let mut columns = schema
         .fields()
         .iter()
         .map(|f| {
@@ -954,7 +963,11 @@ fn conform_batch(
             conform_column(f, column, input, first_row)
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    drop(batch);
+    for c in &mut columns {
+        <ArrayRef as arrow::array::Array>::shrink_to_fit(c);
+    }
+    let options = RecordBatchOptions::new().with_row_count(Some(rows));
     RecordBatch::try_new_with_options(schema.clone(), columns, &options)
         .map_err(LoadError::arrow(ArrowStage::ReadingInput))
 }
@@ -981,5 +994,38 @@ fn arrow_err(e: arrow::error::ArrowError) -> LoadError {
     LoadError::Arrow {
         stage: ArrowStage::ReadingInput,
         source: e,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Array, BinaryArray};
+    use arrow::buffer::{Buffer, OffsetBuffer, ScalarBuffer};
+    use arrow::datatypes::Field;
+
+    #[test]
+    fn a_read_batch_keeps_no_more_memory_than_its_values() {
+        let mut values = Vec::with_capacity(1 << 16);
+        values.extend_from_slice(b"abcdef");
+        let mut offsets: Vec<i32> = Vec::with_capacity(1 << 12);
+        offsets.extend([0, 2, 6]);
+        let column = BinaryArray::new(
+            OffsetBuffer::new(ScalarBuffer::from(Buffer::from_vec(offsets))),
+            Buffer::from_vec(values),
+            None,
+        );
+        assert!(column.values().capacity() >= 1 << 16);
+        let schema = Arc::new(Schema::new(vec![Field::new("s", DataType::Binary, false)]));
+        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(column)]).unwrap();
+        let out = conform_batch(&schema, batch, "input", 0).unwrap();
+        let s = out
+            .column(0)
+            .as_any()
+            .downcast_ref::<BinaryArray>()
+            .unwrap();
+        assert_eq!(s.value(1), b"cdef");
+        assert_eq!(s.values().capacity(), 6);
+        assert_eq!(s.offsets().inner().inner().capacity(), 3 * 4);
     }
 }
