@@ -12,12 +12,8 @@ use crate::BadInput;
 
 #[derive(Args)]
 pub struct BenchQueriesArgs {
-    /// Store URL: a local directory, file://…, or s3://bucket/prefix.
-    #[arg(long, env = "RAVEL_STORE", default_value = "./ravel-store")]
-    pub store: String,
-    /// Table name.
-    #[arg(long)]
-    pub table: String,
+    #[command(flatten)]
+    pub table: crate::flags::TableArgs,
     /// Statements, one per line (e.g. ../shared/clickbench/queries.sql).
     #[arg(long)]
     pub queries: PathBuf,
@@ -54,8 +50,8 @@ pub fn run(args: BenchQueriesArgs) -> Result<()> {
     let mut header = !json;
     let runs = crate::runtime()?
         .block_on(bench_statements(
-            &args.store,
-            &args.table,
+            &args.table.store,
+            &args.table.name,
             &list,
             &opts,
             |r| {
@@ -67,7 +63,12 @@ pub fn run(args: BenchQueriesArgs) -> Result<()> {
                 }
             },
         ))
-        .with_context(|| format!("benchmarking table {:?} in {}", args.table, args.store))?;
+        .with_context(|| {
+            format!(
+                "benchmarking table {:?} in {}",
+                args.table.name, args.table.store
+            )
+        })?;
     let failed = runs.iter().filter(|r| r.error.is_some()).count();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&runs)?);

@@ -4,20 +4,16 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use ravel_compact::{CompactOptions, CompactReport, compact};
-use ravel_loader::LoadOptions;
 use ravel_store::Store;
 use ravel_tier::Tier;
 
 use crate::BadInput;
+use crate::flags::{GeometryFlags, TableArgs, checked};
 
 #[derive(Args, Debug, Clone)]
 pub struct CompactArgs {
-    /// The store: a local directory or s3://bucket/prefix (S3 settings from AWS_* variables).
-    #[arg(long, env = "RAVEL_STORE", default_value = "./ravel-store")]
-    pub store: String,
-    /// The table.
-    #[arg(long)]
-    pub table: String,
+    #[command(flatten)]
+    pub table: TableArgs,
     #[command(flatten)]
     pub merge: MergeFlags,
     /// Input bytes one step merges at most: more overlapping input is merged one key range at
@@ -35,23 +31,12 @@ pub struct CompactArgs {
 /// How merges write: the flags `compact` and `maintain` share.
 #[derive(Args, Debug, Clone)]
 pub struct MergeFlags {
-    /// Bytes the compaction may hold at once: half for the merge's slices, half for writing
-    /// (tier default).
-    #[arg(long)]
-    pub load_budget: Option<u64>,
-    /// Target stored size of one object, bytes (tier default).
-    #[arg(long)]
-    pub object_bytes: Option<u64>,
-    /// Objects encoded or uploading at once (tier default).
-    #[arg(long)]
-    pub pipeline_depth: Option<usize>,
+    #[command(flatten)]
+    pub geometry: GeometryFlags,
     /// Runs merged at once, at most (default: as many as half the budget holds); more merge in
     /// passes.
     #[arg(long)]
     pub fan_in: Option<usize>,
-    /// zstd level of the objects.
-    #[arg(long, default_value_t = 3)]
-    pub zstd_level: i32,
 }
 
 fn options(args: &CompactArgs, tier: &Tier) -> Result<CompactOptions> {
@@ -65,18 +50,7 @@ impl MergeFlags {
     /// The options these flags give over the tier's defaults; unusable values are bad input.
     pub fn options(&self, tier: &Tier) -> Result<CompactOptions> {
         let args = self;
-        let mut load = LoadOptions::from_tier(tier);
-        if let Some(v) = args.object_bytes {
-            load.object_bytes = v;
-        }
-        if let Some(v) = args.pipeline_depth {
-            load.pipeline_depth = v;
-        }
-        if let Some(v) = args.load_budget {
-            load.load_budget = v;
-        }
-        load.zstd_level = args.zstd_level;
-        load.validate().map_err(|e| BadInput(e.to_string()))?;
+        let load = checked(args.geometry.over(tier))?;
         if args.fan_in.is_some_and(|f| f < 2) {
             return Err(BadInput("--fan-in must be at least 2".into()).into());
         }
@@ -92,10 +66,15 @@ impl MergeFlags {
 pub fn run(args: CompactArgs) -> Result<CompactReport> {
     let tier = Tier::detect()?;
     let opts = options(&args, &tier)?;
-    let store = Store::open(&args.store)?;
+    let store = Store::open(&args.table.store)?;
     let report = crate::runtime()?
-        .block_on(compact(&store, &args.table, &opts))
-        .with_context(|| format!("compacting table {:?} in {}", args.table, args.store))?;
+        .block_on(compact(&store, &args.table.name, &opts))
+        .with_context(|| {
+            format!(
+                "compacting table {:?} in {}",
+                args.table.name, args.table.store
+            )
+        })?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

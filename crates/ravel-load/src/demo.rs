@@ -100,16 +100,17 @@ pub fn run(args: DemoArgs) -> Result<()> {
 /// Loads `input` into the table `hits` of `store` with the default settings, compacted after.
 fn load(store: &str, input: PathBuf) -> Result<()> {
     crate::load_cmd::run(crate::load_cmd::LoadArgs {
-        store: store.to_string(),
-        table: "hits".into(),
+        table: hits(store),
         input: vec![input],
         format: None,
-        object_bytes: None,
+        geometry: crate::flags::GeometryFlags {
+            object_bytes: None,
+            pipeline_depth: None,
+            load_budget: None,
+            zstd_level: 3,
+        },
         target_bytes: None,
-        pipeline_depth: None,
-        load_budget: None,
         max_flush_delay: None,
-        zstd_level: 3,
         max_bad_rows: 0,
         rejects: None,
         overwrite_rejects: false,
@@ -118,6 +119,14 @@ fn load(store: &str, input: PathBuf) -> Result<()> {
         json: false,
     })?;
     Ok(())
+}
+
+/// The table `hits` of `store`.
+fn hits(store: &str) -> crate::flags::TableArgs {
+    crate::flags::TableArgs {
+        store: store.to_string(),
+        name: "hits".into(),
+    }
 }
 
 /// The demo's query: the five counters with the most rows.
@@ -135,8 +144,7 @@ fn next_steps(store: &str) -> Result<()> {
     let verify = format!("ravel-load verify --store {s} --table hits");
     println!("\n== query: {query}");
     crate::query_cmd::run(crate::query_cmd::QueryArgs {
-        store: store.to_string(),
-        table: "hits".into(),
+        table: hits(store),
         sql: TOP_COUNTERS.into(),
         sql_name: None,
         format: crate::query_cmd::Format::Table,
@@ -146,8 +154,7 @@ fn next_steps(store: &str) -> Result<()> {
     })?;
     println!("\n== verify: {verify}");
     crate::verify_cmd::run(crate::verify_cmd::VerifyArgs {
-        store: store.to_string(),
-        table: "hits".into(),
+        table: hits(store),
         deep: false,
         sample_points: 1000,
         json: false,

@@ -12,12 +12,8 @@ use crate::BadInput;
 
 #[derive(Args)]
 pub struct GcArgs {
-    /// Store URL: a local directory, file://…, or s3://bucket/prefix.
-    #[arg(long)]
-    pub store: String,
-    /// Table name.
-    #[arg(long)]
-    pub table: String,
+    #[command(flatten)]
+    pub table: crate::flags::TableArgs,
     /// Delete unreferenced objects last written, or removed by a compaction, longer ago than
     /// this (e.g. 24h, 7d, 0s): readers of older versions keep reading within it. While
     /// a load runs (it holds a lease under `<table>/_leases/`), gc deletes nothing and names
@@ -37,11 +33,16 @@ pub struct GcArgs {
 pub fn run(args: GcArgs) -> Result<()> {
     let secs = ravel_layout::parse_seconds(&args.older_than)
         .map_err(|e| BadInput(format!("--older-than {:?}: {e}", args.older_than)))?;
-    let store = Store::open(&args.store)?;
+    let store = Store::open(&args.table.store)?;
     let opts = GcOptions::new(Duration::from_secs(secs), args.dry_run);
     let report = crate::runtime()?
-        .block_on(gc(&store, &args.table, &opts))
-        .with_context(|| format!("collecting table {:?} in {}", args.table, args.store))?;
+        .block_on(gc(&store, &args.table.name, &opts))
+        .with_context(|| {
+            format!(
+                "collecting table {:?} in {}",
+                args.table.name, args.table.store
+            )
+        })?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

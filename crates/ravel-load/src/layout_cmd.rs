@@ -12,12 +12,8 @@ use crate::gen_cmd::{ConventionArg, StringsArg};
 
 #[derive(Args, Debug)]
 pub struct LayoutArgs {
-    /// The store: a local directory or s3://bucket/prefix (S3 settings from AWS_* variables).
-    #[arg(long, env = "RAVEL_STORE", default_value = "./ravel-store")]
-    pub store: String,
-    /// The table.
-    #[arg(long)]
-    pub table: String,
+    #[command(flatten)]
+    pub table: crate::flags::TableArgs,
     #[command(subcommand)]
     pub command: LayoutCommand,
 }
@@ -206,12 +202,12 @@ pub fn run(args: LayoutArgs) -> Result<()> {
             | LayoutCommand::Fence(FenceCommand::Show)
     );
     let store = if writes {
-        Store::create(&args.store)?
+        Store::create(&args.table.store)?
     } else {
-        Store::open(&args.store)?
+        Store::open(&args.table.store)?
     };
-    let service = LayoutStore::new(&store, &args.table)?;
-    let table = args.table.clone();
+    let service = LayoutStore::new(&store, &args.table.name)?;
+    let table = args.table.name.clone();
     crate::runtime()?.block_on(async move {
         let ctx = || format!("table {table} in {}", store.location());
         let start = if writes {
@@ -347,7 +343,7 @@ pub fn run(args: LayoutArgs) -> Result<()> {
                     let written = service.record_schema(&schema).await.with_context(ctx)?;
                     println!(
                         "schema of table {}: {} ({} columns)",
-                        args.table,
+                        args.table.name,
                         if written { "recorded" } else { "unchanged" },
                         schema.fields().len()
                     );

@@ -12,40 +12,27 @@ use ravel_store::Store;
 use ravel_tier::Tier;
 
 use crate::BadInput;
+use crate::flags::{GeometryFlags, TableArgs, checked};
 
 #[derive(Args, Debug, Clone)]
 pub struct LoadArgs {
-    /// The store: a local directory or s3://bucket/prefix (S3 settings from AWS_* variables).
-    #[arg(long, env = "RAVEL_STORE", default_value = "./ravel-store")]
-    pub store: String,
-    /// The table.
-    #[arg(long)]
-    pub table: String,
+    #[command(flatten)]
+    pub table: TableArgs,
     /// Input files, loaded in order; a quoted glob ('data/*.parquet') is expanded in name order.
     #[arg(long, required = true, num_args = 1..)]
     pub input: Vec<PathBuf>,
     /// Input format; by default from the files' extension (.parquet, .tsv).
     #[arg(long, value_enum)]
     pub format: Option<FormatArg>,
-    /// Target stored size of one object, bytes (tier default).
-    #[arg(long)]
-    pub object_bytes: Option<u64>,
+    #[command(flatten)]
+    pub geometry: GeometryFlags,
     /// Buffered bytes (batch memory plus 128 bytes a row of sort scratch) that trigger a sorted
     /// run (default: half of what the budget leaves after the objects in flight).
     #[arg(long)]
     pub target_bytes: Option<u64>,
-    /// Objects encoded or uploading at once (tier default).
-    #[arg(long)]
-    pub pipeline_depth: Option<usize>,
-    /// Bytes the loader may hold at once (tier default).
-    #[arg(long)]
-    pub load_budget: Option<u64>,
     /// Seconds after which a buffer is flushed however small (tier default).
     #[arg(long)]
     pub max_flush_delay: Option<f64>,
-    /// zstd level of the objects.
-    #[arg(long, default_value_t = 3)]
-    pub zstd_level: i32,
     /// TSV: bad lines to leave out before the load fails (0: the first bad line fails it).
     #[arg(long, default_value_t = 0)]
     pub max_bad_rows: u64,
@@ -101,36 +88,13 @@ fn input_format(args: &LoadArgs, inputs: &[PathBuf]) -> Result<InputFormat> {
 }
 
 pub fn options(args: &LoadArgs, tier: &Tier) -> Result<LoadOptions> {
-    let mut o = LoadOptions::from_tier(tier);
-    if let Some(v) = args.object_bytes {
-        o.object_bytes = v;
-    }
+    let mut o = args.geometry.over(tier);
     o.target_bytes = args.target_bytes;
-    if let Some(v) = args.pipeline_depth {
-        o.pipeline_depth = v;
-    }
-    if let Some(v) = args.load_budget {
-        o.load_budget = v;
-    }
     if let Some(v) = args.max_flush_delay {
         o.max_flush_delay = Duration::try_from_secs_f64(v)
             .map_err(|_| BadInput(format!("--max-flush-delay {v}: not a duration in seconds")))?;
     }
-    o.zstd_level = args.zstd_level;
-    if o.object_bytes == 0 || o.pipeline_depth == 0 || o.load_budget == 0 {
-        return Err(BadInput(
-            "--object-bytes, --pipeline-depth and --load-budget must be positive".into(),
-        )
-        .into());
-    }
-    if !(1..=22).contains(&o.zstd_level) {
-        return Err(BadInput(format!(
-            "--zstd-level {}: zstd levels are 1 to 22",
-            o.zstd_level
-        ))
-        .into());
-    }
-    Ok(o)
+    checked(o)
 }
 
 pub fn run(args: LoadArgs) -> Result<()> {
@@ -185,7 +149,7 @@ pub fn run(args: LoadArgs) -> Result<()> {
         opts.flush_trigger(),
         opts.max_flush_delay.as_secs_f64()
     );
-    let store = Store::create(&args.store)?;
+    let store = Store::create(&args.table.store)?;
     // A live bar on a terminal; plain lines every 5 s otherwise (logs, CI).
     let terminal = std::io::stderr().is_terminal();
     let bar = if terminal {
@@ -216,12 +180,18 @@ pub fn run(args: LoadArgs) -> Result<()> {
             last_line = Instant::now();
         }
     };
-    let context = || format!("loading into table {} in {}", args.table, store.location());
+    let context = || {
+        format!(
+            "loading into table {} in {}",
+            args.table.name,
+            store.location()
+        )
+    };
     if args.compact {
         let opts = opts_for_compaction(&args, &tier)?;
         let report = crate::runtime()?.block_on(sorted_load(
             &store,
-            &args.table,
+            &args.table.name,
             &opts,
             Feed {
                 inputs: &args.input,
@@ -242,7 +212,7 @@ pub fn run(args: LoadArgs) -> Result<()> {
     } else {
         let report = crate::runtime()?.block_on(ravel_loader::load_files_with(
             &store,
-            &args.table,
+            &args.table.name,
             opts,
             &args.input,
             format,
@@ -283,7 +253,7 @@ fn finish(args: &LoadArgs, tier: &Tier, store: &Store, mut load: serde_json::Val
             let opts = opts_for_compaction(args, tier)?;
             let done = crate::runtime()?.block_on(crate::maintain_cmd::after_load(
                 store,
-                &args.table,
+                &args.table.name,
                 &opts,
             ));
             if let (Err(e), true) = (&done, args.json) {
@@ -293,7 +263,7 @@ fn finish(args: &LoadArgs, tier: &Tier, store: &Store, mut load: serde_json::Val
             done.with_context(|| {
                 format!(
                     "the load is published; maintaining table {:?} after it failed (`ravel-load maintain` runs it again)",
-                    args.table
+                    args.table.name
                 )
             })?
         }

@@ -4,6 +4,8 @@
 mod bench_queries_cmd;
 mod compact_cmd;
 mod demo;
+mod exit;
+mod flags;
 mod gc_cmd;
 mod gen_cmd;
 mod layout_cmd;
@@ -112,7 +114,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {}", explain(&err));
-            ExitCode::from(exit_code(&err))
+            ExitCode::from(exit::exit_code(&err))
         }
     }
 }
@@ -152,47 +154,6 @@ fn explain(err: &anyhow::Error) -> String {
         }
     }
     parts.join(": ")
-}
-
-/// 2 when the error is about the user's input, 1 otherwise.
-fn exit_code(err: &anyhow::Error) -> u8 {
-    for cause in err.chain() {
-        if let Some(e) = cause.downcast_ref::<ravel_layout::LayoutError>() {
-            return if e.is_invalid_input() { 2 } else { 1 };
-        }
-        if let Some(e) = cause.downcast_ref::<ravel_store::StoreError>() {
-            return if e.is_invalid_input() { 2 } else { 1 };
-        }
-        if let Some(
-            ravel_hits::OutputError::UnknownFormat { .. }
-            | ravel_hits::OutputError::NoSuchDirectory { .. },
-        ) = cause.downcast_ref()
-        {
-            return 2;
-        }
-        if let Some(e) = cause.downcast_ref::<ravel_loader::LoadError>() {
-            return if e.is_invalid_input() { 2 } else { 1 };
-        }
-        if let Some(e) = cause.downcast_ref::<ravel_verify::VerifyError>() {
-            return if e.is_invalid_input() { 2 } else { 1 };
-        }
-        if let Some(e) = cause.downcast_ref::<ravel_query::QueryError>() {
-            return if e.is_invalid_input() { 2 } else { 1 };
-        }
-        if let Some(e) = cause.downcast_ref::<ravel_compact::CompactError>() {
-            return if e.is_invalid_input() { 2 } else { 1 };
-        }
-        if let Some(e) = cause.downcast_ref::<ravel_gc::GcError>() {
-            return if e.is_invalid_input() { 2 } else { 1 };
-        }
-        if cause.downcast_ref::<BadInput>().is_some() {
-            return 2;
-        }
-        if cause.downcast_ref::<gc_cmd::Blocked>().is_some() {
-            return 3;
-        }
-    }
-    1
 }
 
 /// An error about the user's input that no library type carries.

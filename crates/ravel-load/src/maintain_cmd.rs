@@ -10,12 +10,8 @@ use crate::compact_cmd::{MergeFlags, print_report};
 
 #[derive(Args, Debug, Clone)]
 pub struct MaintainArgs {
-    /// The store: a local directory or s3://bucket/prefix (S3 settings from AWS_* variables).
-    #[arg(long, env = "RAVEL_STORE", default_value = "./ravel-store")]
-    pub store: String,
-    /// The table.
-    #[arg(long)]
-    pub table: String,
+    #[command(flatten)]
+    pub table: crate::flags::TableArgs,
     #[command(flatten)]
     pub merge: MergeFlags,
     /// Plan the next step and report it; write nothing.
@@ -30,10 +26,15 @@ pub fn run(args: MaintainArgs) -> Result<()> {
     let tier = Tier::detect()?;
     let mut opts = args.merge.options(&tier)?;
     opts.dry_run = args.dry_run;
-    let store = Store::open(&args.store)?;
+    let store = Store::open(&args.table.store)?;
     let report = crate::runtime()?
-        .block_on(maintain_retrying(&store, &args.table, &opts))
-        .with_context(|| format!("maintaining table {:?} in {}", args.table, args.store))?;
+        .block_on(maintain_retrying(&store, &args.table.name, &opts))
+        .with_context(|| {
+            format!(
+                "maintaining table {:?} in {}",
+                args.table.name, args.table.store
+            )
+        })?;
     match args.json {
         true => println!("{}", serde_json::to_string_pretty(&report)?),
         false => print_report(&report),

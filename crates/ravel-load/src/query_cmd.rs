@@ -15,12 +15,8 @@ pub const TABLE_FORMAT_ROWS: usize = 10_000;
 
 #[derive(Args)]
 pub struct QueryArgs {
-    /// Store URL: a local directory, file://…, or s3://bucket/prefix.
-    #[arg(long, env = "RAVEL_STORE", default_value = "./ravel-store")]
-    pub store: String,
-    /// Table name.
-    #[arg(long)]
-    pub table: String,
+    #[command(flatten)]
+    pub table: crate::flags::TableArgs,
     /// The SQL query (DataFusion dialect; statements that write, define or set are refused).
     /// The table is named as itself, or as `--as`; quote a name with upper-case letters or
     /// `-` ("CON"), since SQL folds unquoted names to lower case.
@@ -52,7 +48,7 @@ pub enum Format {
 }
 
 pub fn run(args: QueryArgs) -> Result<()> {
-    let store = Store::open(&args.store)?;
+    let store = Store::open(&args.table.store)?;
     let opts = QueryOptions {
         manifest_pruning: !args.no_manifest_pruning,
         sql_name: args.sql_name.clone(),
@@ -61,7 +57,7 @@ pub fn run(args: QueryArgs) -> Result<()> {
     };
     let rt = crate::runtime()?;
     rt.block_on(async {
-        let table = QueryTable::open(&store, &args.table, &opts).await?;
+        let table = QueryTable::open(&store, &args.table.name, &opts).await?;
         let mut answer = table.sql_stream(&args.sql).await?;
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
         let printed = print_answer(&mut answer, args.format, &mut out).await?;
@@ -76,7 +72,12 @@ pub fn run(args: QueryArgs) -> Result<()> {
         }
         Ok::<_, anyhow::Error>(())
     })
-    .with_context(|| format!("querying table {:?} in {}", args.table, args.store))
+    .with_context(|| {
+        format!(
+            "querying table {:?} in {}",
+            args.table.name, args.table.store
+        )
+    })
 }
 
 /// What was printed of an answer.

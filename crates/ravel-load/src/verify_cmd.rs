@@ -7,12 +7,8 @@ use ravel_verify::{ClusteringInfo, VerifyOptions, VerifyReport, verify};
 
 #[derive(Args)]
 pub struct VerifyArgs {
-    /// Store URL: a local directory, file://…, or s3://bucket/prefix.
-    #[arg(long)]
-    pub store: String,
-    /// Table name.
-    #[arg(long)]
-    pub table: String,
+    #[command(flatten)]
+    pub table: crate::flags::TableArgs,
     /// Also read every object's rows: clustering order and true key ranges.
     #[arg(long)]
     pub deep: bool,
@@ -27,14 +23,19 @@ pub struct VerifyArgs {
 /// Exit 0 when the table holds its promises, 1 when it does not (each violation printed with its
 /// object), 2 for bad usage (no such store or table).
 pub fn run(args: VerifyArgs) -> Result<()> {
-    let store = Store::open(&args.store)?;
+    let store = Store::open(&args.table.store)?;
     let opts = VerifyOptions {
         deep: args.deep,
         sample_points: args.sample_points,
     };
     let report = crate::runtime()?
-        .block_on(verify(&store, &args.table, &opts))
-        .with_context(|| format!("verifying table {:?} in {}", args.table, args.store))?;
+        .block_on(verify(&store, &args.table.name, &opts))
+        .with_context(|| {
+            format!(
+                "verifying table {:?} in {}",
+                args.table.name, args.table.store
+            )
+        })?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

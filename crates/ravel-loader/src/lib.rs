@@ -1,7 +1,7 @@
 //! The clustered load: batches are buffered under one memory budget, sorted in runs by the
 //! table's clustering order, cut into objects (one Parquet file, one row group each) near a
-//! target size, stored under content-addressed names, and published by one manifest written
-//! last.
+//! target size, stored under content-addressed names, and published as one table version: a
+//! manifest of the objects, then the Delta log entry that adds them (see `ravel-log`).
 
 mod budget;
 mod columns;

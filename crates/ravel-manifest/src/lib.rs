@@ -1,6 +1,9 @@
-//! The manifest: one per load, written last, create-if-absent, under `<table>/manifests/`.
-//! The table is the union of its manifests' objects. Also the manifest's encoding of sort keys
-//! (JSON values) and their order, so that writers and readers agree on both.
+//! The manifest: one per load or compaction, written create-if-absent under
+//! `<table>/_ravel/manifests/` before the log entry that publishes it. It lists the objects it
+//! wrote with their rows, sizes and key ranges; a table version (a Delta log entry, see
+//! `ravel-log`) names the live manifests and objects. Also the manifest's encoding of sort keys
+//! (JSON values) and their order, so that writers and readers agree on both, and the rules by
+//! which a file's schema agrees with a table's.
 
 pub mod clustering;
 mod schema;

@@ -745,3 +745,74 @@ fn max_bad_rows_leaves_bad_tsv_lines_out_into_a_rejects_file() {
         "{err}"
     );
 }
+
+/// Runs `args` with `RAVEL_STORE` set to `store` and no `--store`; returns the output.
+fn in_store(store: &str, args: &[&str]) -> Output {
+    let mut c = common::command(args);
+    c.env("RAVEL_STORE", store);
+    c.output().expect("ravel-load runs")
+}
+
+#[test]
+fn every_command_takes_the_store_from_the_environment_and_checks_geometry_one_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let s = p(&store);
+    let pq = dir.path().join("h.parquet");
+    ok(&format!("gen --rows 3000 --out {}", p(&pq)));
+    ok(&format!(
+        "layout --store {s} --table hits clustering-key set --column UserID"
+    ));
+    ok(&format!(
+        "load --store {s} --table hits --input {} --no-maintain",
+        p(&pq)
+    ));
+    let count = "SELECT COUNT(*) AS n FROM hits";
+    let reads: [&[&str]; 5] = [
+        &["verify", "--table", "hits"],
+        &["gc", "--table", "hits", "--dry-run"],
+        &["maintain", "--table", "hits", "--dry-run"],
+        &["layout", "--table", "hits", "show"],
+        &["query", "--table", "hits", count],
+    ];
+    for args in reads {
+        let out = in_store(s, args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {err}");
+    }
+    let out = in_store(s, &["query", "--table", "hits", "--format", "csv", count]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("3000"));
+    for args in [["verify", "--table", "nope"], ["gc", "--table", "nope"]] {
+        let out = in_store(s, &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("nope"), "{args:?}: {err}");
+    }
+    let input = p(&pq);
+    let geometry = [
+        ("--zstd-level 0", "--zstd-level 0: zstd levels are 1 to 22"),
+        (
+            "--pipeline-depth 0",
+            "--pipeline-depth 0: must be at least 1",
+        ),
+        (
+            "--object-bytes 1000 --load-budget 999",
+            "--load-budget 999: must hold at least one object",
+        ),
+    ];
+    for (flags, expect) in geometry {
+        for command in [
+            format!("load --store {s} --table hits --input {input} {flags}"),
+            format!("compact --store {s} --table hits {flags}"),
+            format!("maintain --store {s} --table hits {flags}"),
+        ] {
+            let err = fails(2, &command);
+            assert!(err.contains(expect), "{command}: {err}");
+        }
+    }
+    assert_eq!(
+        versions(&store.join("hits/_delta_log")),
+        1,
+        "nothing else was published"
+    );
+}

@@ -1,0 +1,70 @@
+//! Flags that more than one command takes, and the one place their values are checked.
+
+use anyhow::Result;
+use clap::Args;
+use ravel_loader::LoadOptions;
+use ravel_tier::Tier;
+
+use crate::BadInput;
+
+/// Which table a command works on.
+#[derive(Args, Debug, Clone)]
+pub struct TableArgs {
+    /// The store: a local directory or s3://bucket/prefix (S3 settings from AWS_* variables).
+    #[arg(long, env = "RAVEL_STORE", default_value = "./ravel-store")]
+    pub store: String,
+    /// The table.
+    #[arg(long = "table")]
+    pub name: String,
+}
+
+/// How objects are written: the geometry of `load`, `compact` and `maintain`.
+#[derive(Args, Debug, Clone)]
+pub struct GeometryFlags {
+    /// Target stored size of one object, bytes (tier default).
+    #[arg(long)]
+    pub object_bytes: Option<u64>,
+    /// Objects encoded or uploading at once (tier default).
+    #[arg(long)]
+    pub pipeline_depth: Option<usize>,
+    /// Bytes a load or a merge may hold at once; a merge gives half to its slices and half to
+    /// writing (tier default).
+    #[arg(long)]
+    pub load_budget: Option<u64>,
+    /// zstd level of the objects.
+    #[arg(long, default_value_t = 3)]
+    pub zstd_level: i32,
+}
+
+impl GeometryFlags {
+    /// The tier's options with these flags over them, not yet checked.
+    pub fn over(&self, tier: &Tier) -> LoadOptions {
+        let mut o = LoadOptions::from_tier(tier);
+        if let Some(v) = self.object_bytes {
+            o.object_bytes = v;
+        }
+        if let Some(v) = self.pipeline_depth {
+            o.pipeline_depth = v;
+        }
+        if let Some(v) = self.load_budget {
+            o.load_budget = v;
+        }
+        o.zstd_level = self.zstd_level;
+        o
+    }
+}
+
+/// The options if the loader can run with them ([`LoadOptions::validate`]); otherwise bad input
+/// naming the flag that sets the field.
+pub fn checked(o: LoadOptions) -> Result<LoadOptions> {
+    match o.validate() {
+        Ok(()) => Ok(o),
+        Err(e) => Err(BadInput(format!(
+            "--{} {}: {}",
+            e.field.replace('_', "-"),
+            e.value,
+            e.reason
+        ))
+        .into()),
+    }
+}
