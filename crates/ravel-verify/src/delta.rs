@@ -9,8 +9,9 @@ use parquet::file::metadata::ParquetMetaData;
 use ravel_log::{Add, Snapshot};
 use ravel_manifest::ObjectEntry;
 
-use crate::Violation;
 use serde_json::Value;
+
+use crate::{Problem, Violation};
 
 /// What Delta readers are told about the table's columns.
 pub(crate) struct DeltaView {
@@ -52,12 +53,9 @@ impl DeltaView {
 
     /// A table with a column Delta has no type for whose protocol does not say so (written by
     /// an older build): Delta readers may read wrong values until the next commit.
-    pub fn protocol_problem(&self) -> Option<String> {
+    pub fn protocol_problem(&self) -> Option<Problem> {
         let why = self.none.as_ref().filter(|_| !self.refused)?;
-        Some(format!(
-            "the log's protocol does not list reader feature {}, though {why}",
-            ravel_log::NO_DELTA_VIEW_FEATURE
-        ))
+        Some(Problem::ProtocolFeatureMissing { why: why.clone() })
     }
 
     /// What the object's `add` and footer say against each other and against the Delta
@@ -69,16 +67,16 @@ impl DeltaView {
         entry: &ObjectEntry,
         schema: &Schema,
         meta: &ParquetMetaData,
-    ) -> Vec<String> {
+    ) -> Vec<Problem> {
         let Some(add) = add else {
-            return vec!["is in the version but not among its Delta `add` actions".into()];
+            return vec![Problem::NoDeltaAdd];
         };
         let mut out = Vec::new();
         if add.size != entry.bytes {
-            out.push(format!(
-                "its Delta `add` says {} bytes, the manifest {}",
-                add.size, entry.bytes
-            ));
+            out.push(Problem::DeltaSize {
+                add: add.size,
+                manifest: entry.bytes,
+            });
         }
         let stats: Value = add
             .stats
@@ -87,10 +85,10 @@ impl DeltaView {
             .unwrap_or(Value::Null);
         let rows = meta.file_metadata().num_rows();
         if stats["numRecords"].as_i64() != Some(rows) {
-            out.push(format!(
-                "its Delta `add` says {} records, the footer {rows}",
-                stats["numRecords"]
-            ));
+            out.push(Problem::DeltaRecords {
+                add: stats["numRecords"].clone(),
+                footer: rows,
+            });
         }
         out.extend(stats_problems(&stats, schema, meta));
         if !self.refused {
@@ -100,21 +98,20 @@ impl DeltaView {
     }
 
     /// Each column's Parquet type against its Delta type.
-    fn type_problems(&self, meta: &ParquetMetaData) -> Vec<String> {
+    fn type_problems(&self, meta: &ParquetMetaData) -> Vec<Problem> {
         let descr = meta.file_metadata().schema_descr();
         (0..descr.num_columns())
             .filter_map(|i| {
                 let col = descr.column(i);
+                let column = col.name().to_string();
                 let Some(delta) = self.types.get(col.name()) else {
-                    return Some(format!("column {:?} is not in the Delta schema", col.name()));
+                    return Some(Problem::NotInDeltaSchema { column });
                 };
-                (!ravel_log::parquet_reads_as(delta, &col)).then(|| {
-                    format!(
-                        "column {:?} is stored as {} ({:?}), which Delta readers do not read as {delta}",
-                        col.name(),
-                        col.physical_type(),
-                        col.logical_type_ref()
-                    )
+                (!ravel_log::parquet_reads_as(delta, &col)).then(|| Problem::DeltaType {
+                    column,
+                    physical: col.physical_type(),
+                    logical: col.logical_type_ref().cloned(),
+                    delta: delta.clone(),
                 })
             })
             .collect()
@@ -124,7 +121,7 @@ impl DeltaView {
 /// The `add`'s statistics against those of the footer, for the columns it names: null counts
 /// equal, its minimum no larger and its maximum no smaller than the footer's (bounds, as Delta
 /// asks, whatever build wrote them).
-fn stats_problems(stats: &Value, schema: &Schema, meta: &ParquetMetaData) -> Vec<String> {
+fn stats_problems(stats: &Value, schema: &Schema, meta: &ParquetMetaData) -> Vec<Problem> {
     let Some(named) = stats["nullCount"].as_object() else {
         return Vec::new(); // written before statistics were collected: numRecords only
     };
@@ -137,10 +134,11 @@ fn stats_problems(stats: &Value, schema: &Schema, meta: &ParquetMetaData) -> Vec
     let mut out = Vec::new();
     for (name, n) in named {
         if footer["nullCount"].get(name).is_some_and(|f| f != n) {
-            out.push(format!(
-                "its Delta `add` says {n} nulls in {name:?}, the footer {}",
-                footer["nullCount"][name]
-            ));
+            out.push(Problem::DeltaNullCount {
+                column: name.clone(),
+                add: n.clone(),
+                footer: footer["nullCount"][name].clone(),
+            });
         }
     }
     for (part, larger_is_wrong) in [("minValues", true), ("maxValues", false)] {
@@ -156,9 +154,12 @@ fn stats_problems(stats: &Value, schema: &Schema, meta: &ParquetMetaData) -> Vec
                 false => less(bound, value),
             };
             if wrong {
-                out.push(format!(
-                    "its Delta `add` has {part} {bound} for {name:?}, past the footer's {value}"
-                ));
+                out.push(Problem::DeltaBound {
+                    stat: part.to_string(),
+                    column: name.clone(),
+                    add: bound.clone(),
+                    footer: value.clone(),
+                });
             }
         }
     }
@@ -180,35 +181,61 @@ fn less(a: &Value, b: &Value) -> bool {
 
 /// Where the snapshot readers build from the newest checkpoint differs from a replay of every
 /// log entry: objects one holds and the other does not, or holds with other actions.
-pub(crate) fn checkpoint_problems(newest: &Snapshot, replayed: &Snapshot) -> Vec<String> {
+fn checkpoint_problems(newest: &Snapshot, replayed: &Snapshot) -> Vec<Problem> {
     if newest.from_manifests || newest.version != replayed.version {
         return Vec::new();
     }
     let (a, b) = (newest.files(), replayed.files());
-    let differ: Vec<&String> = a
+    let differ: Vec<String> = a
         .iter()
         .filter(|(path, add)| b.get(*path) != Some(*add))
         .map(|(path, _)| path)
         .chain(b.keys().filter(|path| !a.contains_key(*path)))
+        .cloned()
         .collect();
+    let version = newest.version;
     let mut out = Vec::new();
     if !differ.is_empty() {
-        out.push(format!(
-            "read from its checkpoint, version {:?} differs from a replay of the log in {differ:?}",
-            newest.version
-        ));
+        out.push(Problem::CheckpointFiles {
+            version,
+            paths: differ,
+        });
     }
     if newest.protocol != replayed.protocol || newest.metadata != replayed.metadata {
-        out.push(format!(
-            "read from its checkpoint, version {:?} has another protocol or metaData than a replay of the log",
-            newest.version
-        ));
+        out.push(Problem::CheckpointMetadata { version });
     }
     out
 }
 
+/// The newest checkpoint (when there is one) and checksum file (when the newest version has
+/// one) against `replayed`, a replay of the whole log.
+pub(crate) async fn log_problems(
+    log: &ravel_log::TableLog,
+    replayed: &Snapshot,
+) -> Result<Vec<Violation>, ravel_log::LogError> {
+    let checkpoint = match log.newest_checkpoint().await {
+        Ok(Some(mut from)) => log
+            .catch_up(&mut from)
+            .await
+            .map(|_| checkpoint_problems(&from, replayed)),
+        Ok(None) => Ok(Vec::new()),
+        Err(e) => Err(e),
+    };
+    let checkpoint =
+        checkpoint.unwrap_or_else(|e| vec![Problem::CheckpointUnreadable { cause: e.into() }]);
+    let mut out: Vec<Violation> = checkpoint
+        .into_iter()
+        .map(|problem| Violation::new(LOG, problem))
+        .collect();
+    out.extend(checksum_problem(log, replayed).await?);
+    Ok(out)
+}
+
+/// The object named by violations of the log as a whole.
+pub(crate) const LOG: &str = "the Delta log";
+
 /// The newest version's checksum file (when it has one) against a replay of the log.
-pub(crate) async fn checksum_problem(
+async fn checksum_problem(
     log: &ravel_log::TableLog,
     replayed: &Snapshot,
 ) -> Result<Option<Violation>, ravel_log::LogError> {
@@ -222,11 +249,14 @@ pub(crate) async fn checksum_problem(
     if (crc.num_files, crc.table_size_bytes) == (built.files, built.bytes) {
         return Ok(None);
     }
-    Ok(Some(Violation {
-        object: log.checksum_path(version).to_string(),
-        problem: format!(
-            "records {} files of {} bytes, the log's replay gives {} files of {} bytes",
-            crc.num_files, crc.table_size_bytes, built.files, built.bytes
-        ),
-    }))
+    let problem = Problem::ChecksumMismatch {
+        recorded_files: crc.num_files,
+        recorded_bytes: crc.table_size_bytes,
+        replayed_files: built.files,
+        replayed_bytes: built.bytes,
+    };
+    Ok(Some(Violation::new(
+        log.checksum_path(version).to_string(),
+        problem,
+    )))
 }

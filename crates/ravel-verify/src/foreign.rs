@@ -8,11 +8,14 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use ravel_log::ForeignObject;
 
-use crate::Violation;
+use crate::footer::read_footer;
+use crate::{Problem, Violation};
 
 /// What the foreign objects hold, as their footers say.
 #[derive(Debug, Default)]
 pub(crate) struct Foreign {
+    /// The objects' keys.
+    pub keys: Vec<String>,
     pub rows: u64,
     pub bytes: u64,
     pub violations: Vec<Violation>,
@@ -23,37 +26,38 @@ pub(crate) async fn check_foreign(
     store: &Arc<dyn ObjectStore>,
     foreign: &[ForeignObject],
 ) -> Foreign {
-    let mut out = Foreign::default();
+    let mut out = Foreign {
+        keys: foreign.iter().map(|f| f.key.clone()).collect(),
+        ..Foreign::default()
+    };
     for f in foreign {
-        let mut bad = |problem: String| {
-            out.violations.push(Violation {
-                object: f.key.clone(),
-                problem,
-            })
-        };
+        let mut bad = |problem| out.violations.push(Violation::new(f.key.clone(), problem));
         let path = Path::from(f.key.as_str());
         let head = match store.head(&path).await {
             Ok(h) => h,
             Err(e) => {
-                bad(format!("is not stored, and the log adds it ({e})"));
+                bad(Problem::ForeignMissing { cause: e.into() });
                 continue;
             }
         };
         if head.size != f.bytes {
-            bad(format!("has {} bytes, the log says {}", head.size, f.bytes));
+            bad(Problem::ForeignSize {
+                stored: head.size,
+                log: f.bytes,
+            });
         }
-        let rows = match crate::read_footer(store.as_ref(), &path, head.size).await {
+        let rows = match read_footer(store.as_ref(), &path, head.size).await {
             Ok(meta) => meta.file_metadata().num_rows() as u64,
             Err(e) => {
-                bad(format!("is not a readable Parquet file: {e}"));
+                bad(Problem::NotParquet { cause: e.into() });
                 continue;
             }
         };
         if f.rows.is_some_and(|r| r != rows) {
-            bad(format!(
-                "has {rows} rows, its add's statistics say {}",
-                f.rows.unwrap_or(0)
-            ));
+            bad(Problem::ForeignRows {
+                stored: rows,
+                log: f.rows.unwrap_or(0),
+            });
         }
         out.rows += rows;
         out.bytes += head.size;

@@ -3,4 +3,5 @@
 
 mod clustering;
 mod properties;
+mod report;
 mod verify;

@@ -11,7 +11,7 @@ use parquet::file::properties::WriterProperties;
 use ravel_hits::{GenOptions, generate};
 use ravel_loader::{LoadOptions, Loader};
 use ravel_store::Store;
-use ravel_verify::{VerifyOptions, verify};
+use ravel_verify::{Problem, VerifyOptions, verify};
 
 /// A hits table of 60k rows in several runs and objects in a local store; returns the store
 /// and the objects' file paths.
@@ -74,7 +74,7 @@ fn deep() -> VerifyOptions {
 }
 
 /// The problems reported for one object.
-fn problems(report: &ravel_verify::VerifyReport, file: &FsPath) -> Vec<String> {
+fn problems(report: &ravel_verify::VerifyReport, file: &FsPath) -> Vec<Problem> {
     let name = file.file_name().unwrap().to_str().unwrap();
     report
         .violations
@@ -139,7 +139,7 @@ async fn an_unsorted_object_fails_deep_verification() {
     assert!(
         found
             .iter()
-            .any(|p| p.contains("is not in clustering order")),
+            .any(|p| matches!(p, Problem::OutOfOrder { .. })),
         "{found:?}"
     );
     // The footer alone does not show the order; the other objects are fine.
@@ -160,7 +160,7 @@ async fn an_object_with_two_row_groups_fails() {
         .unwrap();
     let found = problems(&report, &files[0]);
     assert!(
-        found.iter().any(|p| p == "has 2 row groups, not 1"),
+        found.contains(&Problem::RowGroups { count: 2 }),
         "{found:?}"
     );
 }
@@ -175,7 +175,7 @@ async fn a_missing_object_fails() {
         .unwrap();
     let found = problems(&report, &files[2]);
     assert!(
-        found.len() == 1 && found[0].starts_with("is missing: manifest"),
+        matches!(found.as_slice(), [Problem::Missing { .. }]),
         "{found:?}"
     );
 }
@@ -194,8 +194,9 @@ async fn a_bloom_filter_outside_the_scope_fails() {
         .unwrap();
     let found = problems(&report, &files[0]);
     assert!(
-        found.iter().any(|p| p.starts_with(
-            "has a Bloom filter on column \"WatchID\", which the Bloom scope (text) does not cover"
+        found.iter().any(|p| matches!(
+            p,
+            Problem::BloomOutsideScope { column, scope } if column == "WatchID" && scope == "text"
         )),
         "{found:?}"
     );
@@ -272,7 +273,7 @@ async fn a_bloom_sidecar_that_misses_a_value_fails_deep_verification() {
     assert!(
         found
             .iter()
-            .any(|p| p.starts_with("value of URL at batch") && p.ends_with("Bloom filter")),
+            .any(|p| matches!(p, Problem::NotInBloom { column, .. } if column == "URL")),
         "{found:?}"
     );
 
@@ -285,7 +286,7 @@ async fn a_bloom_sidecar_that_misses_a_value_fails_deep_verification() {
         report
             .violations
             .iter()
-            .any(|v| v.object == index.key && v.problem.contains("bytes (the manifest says")),
+            .any(|v| v.object == index.key && matches!(v.problem, Problem::SidecarSize { .. })),
         "{:#?}",
         report.violations
     );
@@ -316,14 +317,12 @@ async fn a_load_whose_nullability_differs_from_the_tables_fails() {
     let report = verify(&store, "hits", &VerifyOptions::default())
         .await
         .unwrap();
-    let found: Vec<&str> = report
-        .violations
-        .iter()
-        .map(|v| v.problem.as_str())
-        .collect();
+    let found: Vec<&Problem> = report.violations.iter().map(|v| &v.problem).collect();
     assert_eq!(
         found,
-        ["schema has UserID nullable, the table's recorded schema says NOT NULL"],
+        [&Problem::NullableColumn {
+            column: "UserID".into()
+        }],
         "{found:?}"
     );
 }
