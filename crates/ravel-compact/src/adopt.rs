@@ -71,6 +71,7 @@ pub async fn foreign_objects(
 }
 
 /// Takes the foreign objects of `table`'s newest version in; `None` when it has none.
+#[tracing::instrument(skip_all, fields(table = %table))]
 pub async fn adopt(
     store: &Store,
     table: &str,

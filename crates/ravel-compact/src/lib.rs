@@ -89,8 +89,16 @@ pub enum CompactError {
     Log(#[from] LogError),
     #[error(transparent)]
     Load(#[from] LoadError),
-    #[error("reading an input object: {0}")]
-    Read(String),
+    #[error("reading an input object: {source}")]
+    Read {
+        #[source]
+        source: parquet::errors::ParquetError,
+    },
+    /// A step would merge the very objects the step before it merged.
+    #[error(
+        "reading an input object: a step would merge the same objects again: the plan made no progress"
+    )]
+    NoProgress,
     #[error(transparent)]
     Adopt(#[from] AdoptError),
     #[error(transparent)]
@@ -196,4 +204,25 @@ pub struct CompactReport {
     pub foreign_objects: usize,
     /// Those taken in before the merge (none in a dry run), as a version of their own.
     pub adopted: Option<Adopted>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_error_keeps_its_source_and_its_words() {
+        let source = parquet::errors::ParquetError::General("bad page".into());
+        let err = CompactError::Read { source };
+        assert_eq!(
+            err.to_string(),
+            "reading an input object: Parquet error: bad page"
+        );
+        assert!(std::error::Error::source(&err).is_some());
+        assert!(
+            CompactError::NoProgress
+                .to_string()
+                .ends_with("the plan made no progress")
+        );
+    }
 }

@@ -240,6 +240,6 @@ impl Merge {
     }
 }
 
-pub(crate) fn read_error(e: ParquetError) -> CompactError {
-    CompactError::Read(e.to_string())
+pub(crate) fn read_error(source: ParquetError) -> CompactError {
+    CompactError::Read { source }
 }

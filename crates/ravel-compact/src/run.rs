@@ -292,6 +292,15 @@ async fn open(store: &Store, table: &str) -> Result<Opened, CompactError> {
 
 /// Takes in the objects other Delta writers added (see [`crate::adopt`]), unless a dry run, then
 /// runs the compaction (or maintenance) on the version that leaves.
+#[tracing::instrument(
+    name = "compact",
+    skip_all,
+    fields(
+        table = %table,
+        operation = %if maintain { "maintain" } else { "compact" },
+        version = tracing::field::Empty
+    )
+)]
 async fn run_selected(
     store: &Store,
     table: &str,
@@ -318,6 +327,17 @@ async fn run_selected(
         report.written_bytes += a.written_bytes;
     }
     report.adopted = adopted;
+    if let Some(version) = report.version {
+        tracing::Span::current().record("version", version);
+    }
+    tracing::info!(
+        steps = report.steps,
+        input_objects = report.input_objects,
+        output_objects = report.output_objects,
+        written_bytes = report.written_bytes,
+        reason = %report.reason,
+        "compaction finished"
+    );
     Ok(report)
 }
 
@@ -435,6 +455,16 @@ impl Steps<'_> {
     }
 
     /// Merges and commits one step.
+    #[tracing::instrument(
+        skip_all,
+        fields(
+            step = report.steps,
+            chains = chosen.step.chains.len(),
+            input_objects = chosen.step.input_objects().count(),
+            input_bytes = chosen.step.input_bytes(),
+            version = tracing::field::Empty
+        )
+    )]
     async fn step(
         &mut self,
         template: &Writer<'_>,
@@ -446,9 +476,7 @@ impl Steps<'_> {
         let step = chosen.step;
         let inputs: Vec<String> = step.input_objects().map(|o| o.entry.key.clone()).collect();
         if done.previous.as_ref() == Some(&inputs) {
-            return Err(CompactError::Read(
-                "a step would merge the same objects again: the plan made no progress".into(),
-            ));
+            return Err(CompactError::NoProgress);
         }
         let mut w = template.fresh(std::mem::take(&mut report.stages));
         let full = chosen.full && !done.others;
@@ -458,6 +486,14 @@ impl Steps<'_> {
             .peak_budget_bytes
             .max(w.peak_loader_bytes + w.geometry.merge_bytes(step.chains.len()));
         let committed = w.finish(result, report).await?;
+        tracing::Span::current().record("version", committed.version);
+        tracing::info!(
+            version = committed.version,
+            objects = committed.objects.len(),
+            bytes = committed.objects.iter().map(|o| o.bytes).sum::<u64>(),
+            reason = %report.reason,
+            "step committed"
+        );
         done.replaced.extend(
             step.input_objects()
                 .filter(|o| originals.contains(&o.entry.key))
@@ -755,10 +791,11 @@ impl<'a> Writer<'a> {
 
     /// A bounded step: per chain, its rows below the range (written back), then the merge of
     /// the range, then per chain its rows above (written back), each sequence a run of its own.
+    #[tracing::instrument(level = "debug", skip_all, fields(chains = step.chains.len()))]
     async fn merge_window(&mut self, step: &Step) -> Result<Merged, CompactError> {
         let mut loader = self.loader().await?;
         // Every sequence it is given (a chain's rows, the merge) is in order.
-        loader.set_presorted();
+        loader.set_presorted()?;
         match self.fill_window(&mut loader, step).await {
             Ok(back) => Ok(Merged {
                 prepared: self.prepared(loader).await?,
@@ -816,6 +853,7 @@ impl<'a> Writer<'a> {
 
     /// The chains as sorted sequences: chains of an older layout (consecutive ones together)
     /// go through a loader, whose runs become chains in their place.
+    #[tracing::instrument(level = "debug", skip_all, fields(chains = chains.len()))]
     async fn sort_unsorted(&mut self, chains: &[Chain]) -> Result<Vec<Work>, CompactError> {
         let mut out = Vec::new();
         let mut i = 0;
@@ -900,6 +938,7 @@ impl<'a> Writer<'a> {
     }
 
     /// One merge of `chains` through `loader`.
+    #[tracing::instrument(level = "debug", skip_all, fields(chains = chains.len()))]
     async fn merge(
         &mut self,
         chains: Vec<Work>,
@@ -910,7 +949,7 @@ impl<'a> Writer<'a> {
             .map(|c| ChainReader::new(self.os.clone(), c.objects, self.geometry.slicing()))
             .collect();
         let mut merge = Merge::new(readers, self.order.clone(), BATCH_ROWS);
-        loader.set_presorted();
+        loader.set_presorted()?;
         loop {
             match merge.next_batch().await {
                 Ok(Some(b)) => push(&mut loader, b).await?,
@@ -1041,7 +1080,7 @@ async fn push(loader: &mut Loader, batch: arrow::array::RecordBatch) -> Result<(
 fn read_failed(e: CompactError) -> ravel_loader::LoadError {
     ravel_loader::LoadError::Internal {
         task: "merging the compaction's inputs".into(),
-        message: e.to_string(),
+        source: Box::new(e),
     }
 }
 

@@ -219,6 +219,16 @@ fn spilled(table: &str, spill: &Prepared) -> SortedLoadReport {
     }
 }
 
+#[tracing::instrument(
+    name = "merge_spill",
+    skip_all,
+    fields(
+        table = %table,
+        runs = spill.report.runs,
+        spill_objects = spill.manifest.objects.len(),
+        version = tracing::field::Empty
+    )
+)]
 async fn merge_and_publish(
     store: &Store,
     table: &str,
@@ -276,6 +286,16 @@ async fn merge_and_publish(
     report.write_amplification = report.written_bytes as f64 / report.stored_bytes.max(1) as f64;
     report.peak_budget_bytes = report.peak_budget_bytes.max(peak + geometry.merge_bytes(k));
     report.write = stages.write.clone();
+    if let Some(version) = report.version {
+        tracing::Span::current().record("version", version);
+        tracing::info!(
+            version,
+            objects = report.objects,
+            bytes = report.stored_bytes,
+            passes,
+            "sorted load committed"
+        );
+    }
     prepared.release().await;
     committed?;
     Ok(())

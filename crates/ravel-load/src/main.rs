@@ -10,11 +10,11 @@ mod gc_cmd;
 mod gen_cmd;
 mod layout_cmd;
 mod load_cmd;
+mod logging;
 mod maintain_cmd;
 mod query_cmd;
 mod verify_cmd;
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 // This binary's memcmp/bcmp (feature `memcmp`, default on x86_64 Linux): see the crate's docs
@@ -35,6 +35,9 @@ struct Cli {
     /// More log output (repeat for more); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
+    /// How log lines are written: text, or JSON lines with their spans.
+    #[arg(long, value_enum, default_value_t = logging::LogFormat::Text, global = true)]
+    log_format: logging::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -96,20 +99,7 @@ fn limit_malloc_arenas() {}
 fn main() -> ExitCode {
     limit_malloc_arenas();
     let cli = Cli::parse();
-    let level = match cli.verbose {
-        0 => "warn",
-        1 => "info",
-        _ => "debug",
-    };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
-        )
-        .with_writer(std::io::stderr)
-        // Colour codes only for a person at a terminal, never into a log file or a pipe.
-        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
-        .init();
+    logging::init(cli.verbose, cli.log_format);
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

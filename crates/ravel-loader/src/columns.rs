@@ -39,7 +39,7 @@ use crate::loader::{check_same, conform_column};
 use crate::object::{
     DICTIONARY_TRIAL_ROWS, EncodedObject, object_blooms, trial, with_dictionary, writer_properties,
 };
-use crate::{ArrowStage, LoadError, LoadOptions, Loader};
+use crate::{ArrowStage, InputStep, LoadError, LoadOptions, Loader};
 
 /// Rows of the sorted sample whose encoding predicts an object's rows.
 const SAMPLE_ROWS: usize = 262_144;
@@ -113,7 +113,7 @@ impl ColumnPlan {
         for (f, path) in paths.iter().enumerate() {
             let file = open(path)?;
             let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
-                .map_err(|e| input_err(path, format!("not a readable Parquet file: {e}")))?;
+                .map_err(LoadError::input(path, InputStep::Footer))?;
             let mut first_row = 0;
             for (g, rg) in meta.metadata().row_groups().iter().enumerate() {
                 let rows = rg.num_rows().max(0) as usize;
@@ -260,12 +260,12 @@ async fn by_columns(loader: &mut Loader, plan: ColumnPlan) -> Result<(), LoadErr
     for f in plan.files.iter().skip(1) {
         check_same(encoder.schema(), f.meta.schema(), &f.name)?;
     }
-    let charge = plan
-        .charge(loader.options(), loader.layout())
-        .ok_or_else(|| LoadError::Internal {
-            task: "a load by columns".into(),
-            message: "it does not fit the load budget".into(),
-        })?;
+    let charge =
+        plan.charge(loader.options(), loader.layout())
+            .ok_or(LoadError::InternalState {
+                task: "a load by columns",
+                problem: "it does not fit the load budget",
+            })?;
     let rows = plan.rows;
     loader
         .store_run(
@@ -387,9 +387,9 @@ impl ColumnLoad {
         let key_fields = encoder.range_columns().to_vec();
         let key_schema = Arc::new(schema.project(&key_fields).map_err(arrow_err)?);
         let clustering =
-            ClusteringOrder::try_new(layout, &key_schema)?.ok_or_else(|| LoadError::Internal {
-                task: "a load by columns".into(),
-                message: "the table has no clustering key".into(),
+            ClusteringOrder::try_new(layout, &key_schema)?.ok_or(LoadError::InternalState {
+                task: "a load by columns",
+                problem: "the table has no clustering key",
             })?;
         let mut unit_starts = Vec::with_capacity(plan.units.len());
         let mut n = 0u64;
@@ -557,12 +557,12 @@ impl ColumnLoad {
                 .with_batch_size(KEY_BATCH_ROWS)
                 .with_limit(SAMPLE_ROWS)
                 .build()
-                .map_err(|e| input_err(&f.path, e))?;
+                .map_err(LoadError::input(&f.path, InputStep::Decode))?;
         let schema = self.encoder.schema();
         let mut first_row = 0;
         let mut batches = Vec::new();
         for b in reader {
-            let b = b.map_err(|e| input_err(&f.path, e))?;
+            let b = b.map_err(LoadError::input(&f.path, InputStep::Decode))?;
             let rows = b.num_rows() as u64;
             batches.push(conform_batch(schema, b, &f.name, first_row)?);
             first_row += rows;
@@ -587,11 +587,11 @@ impl ColumnLoad {
                 .with_projection(mask)
                 .with_batch_size(batch_rows)
                 .build()
-                .map_err(|e| input_err(&f.path, e))?;
+                .map_err(LoadError::input(&f.path, InputStep::Decode))?;
         let mut first_row = u.first_row;
         let mut out = Vec::with_capacity(batches_of(u.rows, batch_rows));
         for b in reader {
-            let b = b.map_err(|e| input_err(&f.path, e))?;
+            let b = b.map_err(LoadError::input(&f.path, InputStep::Decode))?;
             let rows = b.num_rows() as u64;
             out.push(conform_batch(schema, b, &f.name, first_row)?);
             first_row += rows;
@@ -621,6 +621,11 @@ impl ColumnLoad {
     /// Reads column `c`, a slab at a time, and encodes each object's chunk of it (pages to a
     /// file in `dir`); records the objects' keys when it is a sort column. Returns the pages'
     /// bytes.
+    #[tracing::instrument(
+        level = "debug",
+        skip_all,
+        fields(column = %self.encoder.schema().field(c).name())
+    )]
     fn encode_column(
         &mut self,
         c: usize,
@@ -634,10 +639,10 @@ impl ColumnLoad {
         if slabs.len() > 1 && self.inverse.is_none() {
             self.inverse = Some(self.inverse_order());
         }
-        let pages = Arc::new(FilePages::new_in(dir).map_err(|e| LoadError::Internal {
-            task: "keeping encoded pages in a local file".into(),
-            message: format!("{}: {e}", dir.display()),
-        })?);
+        let pages = Arc::new(FilePages::new_in(dir).map_err(LoadError::internal(format!(
+            "keeping encoded pages in a local file: {}",
+            dir.display()
+        )))?);
         let key = self.key_fields.iter().position(|&k| k == c);
         let mut encoder = None;
         for objects in &slabs {
@@ -895,9 +900,9 @@ fn key_column(values: &[ArrayRef]) -> Result<KeyColumn, LoadError> {
     let first = values.first().filter(|a| !a.is_empty());
     let last = values.last().filter(|a| !a.is_empty());
     let (Some(first), Some(last)) = (first, last) else {
-        return Err(LoadError::Internal {
-            task: "a load by columns".into(),
-            message: "an object with no rows".into(),
+        return Err(LoadError::InternalState {
+            task: "a load by columns",
+            problem: "an object with no rows",
         });
     };
     let edges = arrow::compute::concat(&[&first.slice(0, 1), &last.slice(last.len() - 1, 1)])
@@ -973,10 +978,10 @@ fn conform_batch(
 }
 
 fn open(path: &Path) -> Result<std::fs::File, LoadError> {
-    std::fs::File::open(path).map_err(|e| input_err(path, format!("cannot open: {e}")))
+    std::fs::File::open(path).map_err(LoadError::input(path, InputStep::Open))
 }
 
-fn input_err(path: &Path, message: impl std::fmt::Display) -> LoadError {
+fn input_err(path: &Path, message: &str) -> LoadError {
     LoadError::Input {
         input: path.display().to_string(),
         message: message.to_string(),

@@ -93,6 +93,16 @@ impl Committer {
     /// Checks that every object and the sidecar `manifest` lists is stored as recorded (never
     /// publish an object that is not there: `gc` of an older build, a hand or a bucket rule
     /// may have deleted it since its upload), writes the manifest and commits the version.
+    #[tracing::instrument(
+        name = "commit",
+        skip_all,
+        fields(
+            operation = ?operation,
+            objects = manifest.objects.len(),
+            removes = r.removes.len(),
+            version = tracing::field::Empty
+        )
+    )]
     async fn publish(
         &self,
         operation: Operation,
@@ -114,6 +124,7 @@ impl Committer {
             full: r.full,
         };
         let committed = self.log.commit(&commit).await?;
+        tracing::Span::current().record("version", committed.version());
         tracing::debug!(manifest = %path, version = committed.version(), "published");
         Ok(committed)
     }

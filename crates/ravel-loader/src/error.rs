@@ -27,8 +27,30 @@ pub enum LoadError {
         problem: String,
     },
 
+    /// A column holds a null in a nested field that the table's type says is NOT NULL.
+    #[error(
+        "input {input}: column {column:?} holds a null where the table's type {data_type} has a NOT NULL field ({source})"
+    )]
+    NestedNull {
+        input: String,
+        column: String,
+        data_type: arrow::datatypes::DataType,
+        #[source]
+        source: arrow::error::ArrowError,
+    },
+
     #[error("input {input}: {message}")]
     Input { input: String, message: String },
+
+    /// An input (or the file its rejected rows go to) could not be opened, listed, read or
+    /// written.
+    #[error("input {input}: {}{source}", .step.lead())]
+    InputFailed {
+        input: String,
+        step: InputStep,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 
     /// A TSV has no header: its columns come from the table's recorded schema or from the
     /// schema the caller gives for TSV ([`crate::TsvOptions`]); with neither it cannot be read.
@@ -37,10 +59,22 @@ pub enum LoadError {
     )]
     NoTsvSchema { input: String },
 
-    /// A part of the loader itself failed (a task panicked, the pipeline closed): not the
-    /// input's fault.
-    #[error("{task}: {message}")]
-    Internal { task: String, message: String },
+    /// A part of the loader itself failed on an error (a task panicked, a local file could
+    /// not be made, a merge's input could not be read): not the input's fault.
+    #[error("{task}: {source}")]
+    Internal {
+        task: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
+    /// A part of the loader itself was not in the state to go on (the pipeline closed, a
+    /// call came too late): not the input's fault.
+    #[error("{task}: {problem}")]
+    InternalState {
+        task: &'static str,
+        problem: &'static str,
+    },
 
     #[error("encoding an object")]
     Encode(#[from] parquet::errors::ParquetError),
@@ -117,6 +151,43 @@ impl std::fmt::Display for Writing {
     }
 }
 
+/// What an input's reader was doing when it failed (see [`LoadError::InputFailed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputStep {
+    /// Opening the file.
+    Open,
+    /// Reading a Parquet file's footer.
+    Footer,
+    /// Reading the file's bytes or batches.
+    Read,
+    /// Decoding a Parquet file's rows (the error says how).
+    Decode,
+    /// Creating the file rejected rows go to.
+    CreateRejects,
+    /// Writing a rejected row.
+    WriteRejects,
+    /// Parsing a glob.
+    Glob,
+    /// Listing a glob's matches.
+    List,
+}
+
+impl InputStep {
+    /// The words before the source's message.
+    fn lead(self) -> &'static str {
+        match self {
+            InputStep::Open => "cannot open: ",
+            InputStep::Footer => "not a readable Parquet file: ",
+            InputStep::Read => "reading: ",
+            InputStep::Decode => "",
+            InputStep::CreateRejects => "cannot create the rejects file: ",
+            InputStep::WriteRejects => "cannot write the rejects file: ",
+            InputStep::Glob => "not a valid glob: ",
+            InputStep::List => "cannot list: ",
+        }
+    }
+}
+
 /// The part of a load in which an Arrow kernel failed. (Computing a run's clustering order
 /// fails as [`ravel_layout::LayoutError`].)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,6 +225,33 @@ impl From<arrow::error::ArrowError> for LoadError {
 }
 
 impl LoadError {
+    /// A failure of `step` reading `input` (for `map_err`).
+    pub(crate) fn input<E>(
+        input: &std::path::Path,
+        step: InputStep,
+    ) -> impl FnOnce(E) -> LoadError + '_
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        move |source| LoadError::InputFailed {
+            input: input.display().to_string(),
+            step,
+            source: Box::new(source),
+        }
+    }
+
+    /// A failure of the loader's `task` on an error of its own (for `map_err`).
+    pub fn internal<E>(task: impl Into<String>) -> impl FnOnce(E) -> LoadError
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let task = task.into();
+        move |source| LoadError::Internal {
+            task,
+            source: Box::new(source),
+        }
+    }
+
     /// An Arrow kernel's failure in `stage` (for `map_err`).
     pub fn arrow(stage: ArrowStage) -> impl FnOnce(arrow::error::ArrowError) -> LoadError {
         move |source| LoadError::Arrow { stage, source }
@@ -167,7 +265,9 @@ impl LoadError {
             | LoadError::Options(_)
             | LoadError::EmptyInput
             | LoadError::Schema { .. }
+            | LoadError::NestedNull { .. }
             | LoadError::Input { .. }
+            | LoadError::InputFailed { .. }
             | LoadError::NoTsvSchema { .. } => true,
             LoadError::Failed { source, .. } => source.is_invalid_input(),
             _ => false,
@@ -218,5 +318,28 @@ mod tests {
         let from_input: LoadError = arrow::error::ArrowError::ComputeError("boom".into()).into();
         assert_eq!(from_input.to_string(), "reading input");
         assert!(!from_input.is_invalid_input());
+    }
+
+    #[test]
+    fn an_error_keeps_the_error_it_failed_on_as_its_source() {
+        use std::error::Error;
+        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let path = std::path::Path::new("in.tsv");
+        let failed = LoadError::input(path, InputStep::Open)(io());
+        assert_eq!(
+            failed.to_string(),
+            "input in.tsv: cannot open: no such file"
+        );
+        assert!(failed.is_invalid_input());
+        assert!(failed.source().unwrap().is::<std::io::Error>());
+        let decoded = LoadError::input(path, InputStep::Decode)(io());
+        assert_eq!(decoded.to_string(), "input in.tsv: no such file");
+        let internal = LoadError::internal("reader: the reader thread failed")(io());
+        assert_eq!(
+            internal.to_string(),
+            "reader: the reader thread failed: no such file"
+        );
+        assert!(!internal.is_invalid_input());
+        assert!(internal.source().unwrap().is::<std::io::Error>());
     }
 }

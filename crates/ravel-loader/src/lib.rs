@@ -24,7 +24,7 @@ pub use commit::{Committed, Committer, Published, Replacement, commit_settings};
 pub use encode::{
     EncodeSettings, EncodedRun, RunEncoder, SortedRun, stats_columns, table_configuration,
 };
-pub use error::{ArrowStage, LoadError, Writing};
+pub use error::{ArrowStage, InputStep, LoadError, Writing};
 pub use loader::{LoadReport, Loader, Prepared, StageTimes};
 pub use object::{EncodedObject, Run};
 pub use options::{InvalidOptions, LoadOptions, SORT_SCRATCH_PER_ROW, ZSTD_LEVELS};

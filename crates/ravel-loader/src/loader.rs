@@ -14,6 +14,7 @@ use serde::Serialize;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::sync::mpsc::Sender;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 use crate::budget::{Budget, units};
 use crate::commit::{Committed, Committer};
@@ -22,7 +23,7 @@ use crate::object::{EncodedObject, Run};
 use crate::sidecar::BloomSidecar;
 use crate::upload::{UploadedRun, Uploader};
 use crate::{ArrowStage, LoadError, LoadOptions, Writing};
-use ravel_manifest::{MANIFEST_FORMAT, Manifest, ObjectEntry};
+use ravel_manifest::{DifferenceKind, MANIFEST_FORMAT, Manifest, ObjectEntry};
 
 /// Seconds spent per stage, and the bytes a stage kept in local files.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -140,12 +141,11 @@ pub struct Loader {
     /// Objects that were stored already when this load wrote them (a rerun of a load that was
     /// killed or failed finds its objects there).
     reused: usize,
-    /// Set by a failed push: such a load can only fail, never publish.
+    /// Set by a failed push: such a load can only fail, never publish (see
+    /// [`Loader::check_live`]).
     poisoned: bool,
-    /// The rows arrive in clustering order: runs are encoded as they are.
-    presorted: bool,
-    /// The objects are spill for a merge (see [`EncodeSettings::spill`]).
-    spill: bool,
+    /// How runs are made, and what the objects are for.
+    mode: Mode,
     /// What the objects are for, when the caller says (see [`Loader::set_purpose`]).
     purpose: Option<Writing>,
     started: Instant,
@@ -154,6 +154,20 @@ pub struct Loader {
     lease: Option<ravel_store::HeldLease>,
     /// Where the next pushed row stands in its input, for errors that name a row.
     position: InputPosition,
+    /// The load's span (table; the version once committed): the parent of its runs' spans.
+    span: tracing::Span,
+}
+
+/// How a loader makes its runs, and what its objects are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Rows in any order, each run sorted: the table's objects.
+    Runs,
+    /// Rows in any order, each run sorted: spill that a merge reads back (see
+    /// [`EncodeSettings::spill`]).
+    Spill,
+    /// Rows in clustering order (a merge's output): runs are encoded as they are.
+    Presorted,
 }
 
 /// The input the last batch came from and how many of its rows were pushed before: errors
@@ -195,6 +209,11 @@ impl Loader {
         let table = layout_store.table().clone();
         let object_store = store.object_store().clone();
         let budget = Budget::new(opts.load_budget);
+        let span = tracing::info_span!(
+            "load",
+            table = %table.name(),
+            version = tracing::field::Empty
+        );
         Ok(Loader {
             uploader: Uploader::new(
                 object_store.clone(),
@@ -224,12 +243,12 @@ impl Loader {
             calibration: None,
             reused: 0,
             poisoned: false,
-            presorted: false,
-            spill: false,
+            mode: Mode::Runs,
             purpose: None,
             started: Instant::now(),
             lease: None,
             position: InputPosition::default(),
+            span,
         })
     }
 
@@ -286,7 +305,7 @@ impl Loader {
                 layout: self.layout.clone(),
                 zstd_level: self.opts.zstd_level,
                 object_bytes: self.opts.object_bytes,
-                spill: self.spill,
+                spill: self.mode == Mode::Spill,
             },
             schema,
         )?;
@@ -318,16 +337,11 @@ impl Loader {
     /// [`Loader::finish`] then fails and publishes nothing.
     pub async fn push_from(&mut self, batch: RecordBatch, input: &str) -> Result<(), LoadError> {
         let result = self.push_inner(batch, input).await;
-        if result.is_err() {
-            self.poisoned = true;
-        }
-        result
+        self.poison_on(result)
     }
 
     async fn push_inner(&mut self, batch: RecordBatch, input: &str) -> Result<(), LoadError> {
-        if self.poisoned {
-            return Err(LoadError::Poisoned);
-        }
+        self.check_live()?;
         let schema = self.accept_schema(&batch, input)?;
         let first_row = self.first_row_of(&batch, input);
         let batch = conform(&schema, batch, input, first_row)?;
@@ -378,9 +392,7 @@ impl Loader {
     /// this from a timer so that rows do not wait for the next batch. Returns whether it
     /// flushed.
     pub async fn tick(&mut self) -> Result<bool, LoadError> {
-        if self.poisoned {
-            return Err(LoadError::Poisoned);
-        }
+        self.check_live()?;
         let aged = self
             .oldest
             .is_some_and(|t| t.elapsed() >= self.opts.max_flush_delay);
@@ -388,46 +400,56 @@ impl Loader {
             return Ok(false);
         }
         let result = self.flush().await;
-        if result.is_err() {
-            self.poisoned = true;
-        }
-        result.map(|()| true)
+        self.poison_on(result).map(|()| true)
     }
 
     /// Flushes what is buffered as a run now, so that the rows pushed next start another run.
     /// A caller that pushes sequences which must not be sorted together (a compaction's rows
     /// of different runs) ends each one here.
     pub async fn end_run(&mut self) -> Result<(), LoadError> {
-        if self.poisoned {
-            return Err(LoadError::Poisoned);
-        }
+        self.check_live()?;
         let result = self.flush().await;
-        if result.is_err() {
-            self.poisoned = true;
-        }
-        result
+        self.poison_on(result)
     }
 
     /// Declares that the rows pushed from now on arrive in the table's clustering order, each
     /// batch continuing the one before (a merge's output): runs are encoded without sorting
     /// them again. Rows out of order would make objects whose key ranges are wrong; `verify
-    /// --deep` finds them.
-    pub fn set_presorted(&mut self) {
-        self.presorted = true;
+    /// --deep` finds them. Not for a load of spill, whose runs are sorted.
+    pub fn set_presorted(&mut self) -> Result<(), LoadError> {
+        if self.mode == Mode::Spill {
+            return Err(LoadError::InternalState {
+                task: "declaring the rows presorted",
+                problem: "the objects are spill, whose runs are sorted",
+            });
+        }
+        self.mode = Mode::Presorted;
+        Ok(())
     }
 
     /// Makes this load's objects spill that a merge reads back, not the table's (see
     /// [`EncodeSettings::spill`]), or, with `false`, the table's again. Only before the first
     /// run is flushed (a sorted load whose rows fit one run publishes that run as it is); a
-    /// load of spill is prepared ([`Loader::prepare`]), never committed.
+    /// load of spill is prepared ([`Loader::prepare`]), never committed. Not for presorted
+    /// rows ([`Loader::set_presorted`]).
     pub fn set_spill(&mut self, spill: bool) -> Result<(), LoadError> {
         if self.runs > 0 {
-            return Err(LoadError::Internal {
-                task: "choosing the objects' encoding".into(),
-                message: "runs are stored already".into(),
+            return Err(LoadError::InternalState {
+                task: "choosing the objects' encoding",
+                problem: "runs are stored already",
             });
         }
-        self.spill = spill;
+        self.mode = match (self.mode, spill) {
+            (Mode::Presorted, false) => Mode::Presorted,
+            (Mode::Presorted, true) => {
+                return Err(LoadError::InternalState {
+                    task: "choosing the objects' encoding",
+                    problem: "presorted rows are not spill",
+                });
+            }
+            (_, true) => Mode::Spill,
+            (_, false) => Mode::Runs,
+        };
         if let Some(schema) = self.schema.clone() {
             self.set_encoder(schema)?;
         }
@@ -440,9 +462,9 @@ impl Loader {
     /// them with the table's again. Only before the first object is stored.
     pub fn set_scratch(&mut self, operation: Option<&str>) -> Result<(), LoadError> {
         if self.runs > 0 || !self.objects.is_empty() {
-            return Err(LoadError::Internal {
-                task: "choosing where the objects go".into(),
-                message: "objects are stored already".into(),
+            return Err(LoadError::InternalState {
+                task: "choosing where the objects go",
+                problem: "objects are stored already",
             });
         }
         match operation {
@@ -499,18 +521,62 @@ impl Loader {
         // One object handed over at a time: at most `pipeline_depth` uploads, one object
         // waiting and one being encoded.
         let (tx, rx) = tokio::sync::mpsc::channel::<EncodedObject>(1);
-        let worker = self.spawn_encoder(buffered, tx);
-        let uploaded = self.uploader.upload_run(rx, run_no, object_cap).await;
-        let encoded = worker.await.map_err(|e| LoadError::Internal {
-            task: "sort/encode task".into(),
-            message: format!("failed: {e}"),
-        })?;
-        self.record_run(run_no, uploaded, encoded)
+        let rows: usize = buffered.batches.iter().map(|b| b.num_rows()).sum();
+        let span = self.run_span(run_no, rows as u64);
+        let worker = span.in_scope(|| self.spawn_encoder(buffered, tx));
+        let run = RunInFlight {
+            run_no,
+            object_cap,
+            rx,
+            worker,
+            span,
+        };
+        self.upload_and_record(run, "sort/encode task: failed")
+            .await
+    }
+
+    /// Uploads a run's objects as its encoder hands them over, then records the run; `task`
+    /// names the encoder in an error.
+    async fn upload_and_record(
+        &mut self,
+        run: RunInFlight,
+        task: &'static str,
+    ) -> Result<(), LoadError> {
+        let uploaded = self
+            .uploader
+            .upload_run(run.rx, run.run_no, run.object_cap)
+            .instrument(run.span.clone())
+            .await;
+        let encoded = run.worker.await.map_err(LoadError::internal(task))?;
+        run.span
+            .in_scope(|| self.record_run(run.run_no, uploaded, encoded))
+    }
+
+    /// The span of run `run_no` of `rows` rows, within the load's.
+    fn run_span(&self, run_no: u64, rows: u64) -> tracing::Span {
+        tracing::info_span!(parent: &self.span, "run", run = run_no, rows)
     }
 
     /// Marks the load failed: it can then only be abandoned.
     pub(crate) fn poison(&mut self) {
         self.poisoned = true;
+    }
+
+    /// Poisons the load when `result` is an error (see [`Loader::poison`]); returns `result`.
+    fn poison_on<T>(&mut self, result: Result<T, LoadError>) -> Result<T, LoadError> {
+        if result.is_err() {
+            self.poison();
+        }
+        result
+    }
+
+    /// The check at every entry point: a poisoned load goes no further.
+    fn check_live(&self) -> Result<(), LoadError> {
+        if self.poisoned {
+            Err(LoadError::Poisoned)
+        } else {
+            Ok(())
+        }
     }
 
     /// Accepts `schema` for rows the caller reads and encodes itself, as the first batch's
@@ -522,9 +588,9 @@ impl Loader {
         input: &str,
     ) -> Result<Arc<RunEncoder>, LoadError> {
         if self.rows > 0 || self.runs > 0 {
-            return Err(LoadError::Internal {
-                task: "a load by columns".into(),
-                message: "rows were pushed already".into(),
+            return Err(LoadError::InternalState {
+                task: "a load by columns",
+                problem: "rows were pushed already",
             });
         }
         let empty = RecordBatch::new_empty(schema.clone());
@@ -545,10 +611,7 @@ impl Loader {
         produce: Produce,
     ) -> Result<(), LoadError> {
         let result = self.store_run_inner(rows, charge, produce).await;
-        if result.is_err() {
-            self.poisoned = true;
-        }
-        result
+        self.poison_on(result)
     }
 
     async fn store_run_inner(
@@ -565,23 +628,29 @@ impl Loader {
         self.runs += 1;
         self.rows += rows;
         let (tx, rx) = tokio::sync::mpsc::channel::<EncodedObject>(1);
+        let span = self.run_span(run_no, rows);
+        let run_span = span.clone();
         let worker = tokio::task::spawn_blocking(move || {
+            let _run = run_span.enter();
             let mut emit = |obj| {
-                tx.blocking_send(obj).map_err(|_| LoadError::Internal {
-                    task: "upload pipeline".into(),
-                    message: "closed after a failed upload".into(),
+                tx.blocking_send(obj).map_err(|_| LoadError::InternalState {
+                    task: "upload pipeline",
+                    problem: "closed after a failed upload",
                 })
             };
             let encoded = produce(&mut emit);
             drop(permit);
             encoded
         });
-        let uploaded = self.uploader.upload_run(rx, run_no, object_cap).await;
-        let encoded = worker.await.map_err(|e| LoadError::Internal {
-            task: "column encoder task".into(),
-            message: format!("failed: {e}"),
-        })?;
-        self.record_run(run_no, uploaded, encoded)
+        let run = RunInFlight {
+            run_no,
+            object_cap,
+            rx,
+            worker,
+            span,
+        };
+        self.upload_and_record(run, "column encoder task: failed")
+            .await
     }
 
     /// Empties the buffer into a run.
@@ -612,12 +681,15 @@ impl Loader {
             .clone()
             .expect("a buffered batch set the schema");
         let calibration = self.calibration;
-        let presorted = self.presorted;
+        let presorted = self.mode == Mode::Presorted;
+        // The caller's span (the run's) goes with the work to the blocking thread.
+        let span = tracing::Span::current();
         tokio::task::spawn_blocking(move || {
+            let _run = span.enter();
             let emit = |obj| {
-                tx.blocking_send(obj).map_err(|_| LoadError::Internal {
-                    task: "upload pipeline".into(),
-                    message: "closed after a failed upload".into(),
+                tx.blocking_send(obj).map_err(|_| LoadError::InternalState {
+                    task: "upload pipeline",
+                    problem: "closed after a failed upload",
                 })
             };
             let encoded = if presorted {
@@ -641,6 +713,7 @@ impl Loader {
         encoded: Result<EncodedRun, LoadError>,
     ) -> Result<(), LoadError> {
         self.stages.upload_s += uploaded.upload_s();
+        let run_bytes: u64 = uploaded.stored.iter().map(|s| s.entry.bytes).sum();
         for stored in uploaded.stored {
             self.reused += usize::from(stored.reused);
             self.objects.push(stored.entry);
@@ -657,6 +730,8 @@ impl Loader {
             sort_s = run.sort_s,
             gather_s = run.gather_s,
             encode_s = run.encode_s,
+            bytes = run_bytes,
+            load_objects = self.objects.len(),
             "run stored"
         );
         self.calibration = run.calibration;
@@ -668,10 +743,11 @@ impl Loader {
     /// writes the manifest and returns the report. On failure nothing is published and the
     /// error lists the objects left behind. The load's lease is released either way.
     pub async fn finish(mut self) -> Result<LoadReport, LoadError> {
-        if self.poisoned {
-            return Err(self.abandon(LoadError::Poisoned).await);
+        if let Err(e) = self.check_live() {
+            return Err(self.abandon(e).await);
         }
-        let result = self.finish_inner().await;
+        let span = self.span.clone();
+        let result = self.finish_inner().instrument(span).await;
         self.release_lease().await;
         match result {
             Ok(report) => Ok(report),
@@ -711,10 +787,10 @@ impl Loader {
         if let Some(p) = self.purpose {
             return p;
         }
-        match (self.spill, self.presorted) {
-            (true, _) => Writing::Spill,
-            (false, true) => Writing::Merge,
-            (false, false) => Writing::Load,
+        match self.mode {
+            Mode::Spill => Writing::Spill,
+            Mode::Presorted => Writing::Merge,
+            Mode::Runs => Writing::Load,
         }
     }
 
@@ -739,10 +815,11 @@ impl Loader {
     /// compaction, which replaces others with them) does so with [`Committer::replace`]. The load keeps its lease, so
     /// that `gc` leaves its objects alone, until [`Prepared::release`].
     pub async fn prepare(mut self) -> Result<Prepared, LoadError> {
-        if self.poisoned {
-            return Err(self.abandon(LoadError::Poisoned).await);
+        if let Err(e) = self.check_live() {
+            return Err(self.abandon(e).await);
         }
-        match self.prepare_inner().await {
+        let span = self.span.clone();
+        match self.prepare_inner().instrument(span).await {
             Ok(manifest) => Ok(Prepared {
                 report: self.report(manifest.load_id.clone(), false),
                 manifest,
@@ -786,6 +863,7 @@ impl Loader {
                 Ok(self.report(p.load_id, true))
             }
             Committed::Version(version) => {
+                self.span.record("version", version);
                 tracing::info!(
                     version,
                     objects = self.objects.len(),
@@ -860,58 +938,29 @@ impl Loader {
     }
 }
 
+/// Checks that `batch` agrees with the table's schema (see
+/// [`ravel_manifest::schema_difference`]); the error names `input` and the first column that
+/// differs, or, when only the order differs, the input's first column.
 pub(crate) fn check_same(
     table: &SchemaRef,
     batch: &SchemaRef,
     input: &str,
 ) -> Result<(), LoadError> {
-    for f in table.fields() {
-        match batch.field_with_name(f.name()) {
-            Err(_) => {
-                return Err(LoadError::Schema {
-                    input: input.into(),
-                    column: f.name().clone(),
-                    problem: "is missing".into(),
-                });
-            }
-            Ok(g) if !ravel_manifest::types_agree(f.data_type(), g.data_type()) => {
-                return Err(LoadError::Schema {
-                    input: input.into(),
-                    column: f.name().clone(),
-                    problem: format!(
-                        "has type {}, the table's is {}",
-                        g.data_type(),
-                        f.data_type()
-                    ),
-                });
-            }
-            Ok(_) => {}
-        }
-    }
-    if let Some(extra) = batch
-        .fields()
-        .iter()
-        .find(|g| table.field_with_name(g.name()).is_err())
-    {
-        return Err(LoadError::Schema {
-            input: input.into(),
-            column: extra.name().clone(),
-            problem: "is not in the table's schema".into(),
-        });
-    }
-    if table
-        .fields()
-        .iter()
-        .map(|f| f.name())
-        .ne(batch.fields().iter().map(|f| f.name()))
-    {
-        return Err(LoadError::Schema {
-            input: input.into(),
-            column: batch.field(0).name().clone(),
-            problem: "columns are in another order than the table's".into(),
-        });
-    }
-    Ok(())
+    let Some(difference) = ravel_manifest::schema_difference(table, batch) else {
+        return Ok(());
+    };
+    let (column, problem) = match difference.kind {
+        DifferenceKind::Order => (
+            batch.field(0).name().clone(),
+            "columns are in another order than the table's".into(),
+        ),
+        _ => (difference.column, difference.problem),
+    };
+    Err(LoadError::Schema {
+        input: input.into(),
+        column,
+        problem,
+    })
 }
 
 /// `batch` with the table's `schema`: a column the table says is NOT NULL must hold no null
@@ -964,12 +1013,13 @@ pub(crate) fn conform_column(
     if column.data_type() == field.data_type() {
         return Ok(column.clone());
     }
-    let data = retype(column.to_data(), field.data_type()).map_err(|e| {
-        bad(format!(
-            "holds a null where the table's type {} has a NOT NULL field ({e})",
-            field.data_type()
-        ))
-    })?;
+    let data =
+        retype(column.to_data(), field.data_type()).map_err(|source| LoadError::NestedNull {
+            input: input.into(),
+            column: field.name().clone(),
+            data_type: field.data_type().clone(),
+            source,
+        })?;
     Ok(arrow::array::make_array(data))
 }
 
@@ -1024,6 +1074,17 @@ fn child_types(t: &arrow::datatypes::DataType) -> Vec<arrow::datatypes::DataType
     }
 }
 
+/// A run whose encoder is at work: its objects arrive on `rx`, the encoder's result from
+/// `worker`.
+struct RunInFlight {
+    run_no: u64,
+    /// Budget units objects in flight may hold.
+    object_cap: usize,
+    rx: tokio::sync::mpsc::Receiver<EncodedObject>,
+    worker: JoinHandle<Result<EncodedRun, LoadError>>,
+    span: tracing::Span,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1054,5 +1115,66 @@ mod tests {
         assert!(err.is_invalid_input());
         assert!(err.to_string().contains("object_bytes = 0"), "{err}");
         assert!(!dir.path().join("hits").exists(), "nothing written");
+    }
+
+    #[test]
+    fn a_schema_that_differs_is_named_by_its_input_and_column() {
+        use arrow::datatypes::{DataType, Field, Schema};
+        let schema = |fields: &[(&str, DataType)]| -> SchemaRef {
+            let fields: Vec<Field> = fields
+                .iter()
+                .map(|(n, t)| Field::new(*n, t.clone(), true))
+                .collect();
+            Arc::new(Schema::new(fields))
+        };
+        let table = schema(&[("a", DataType::Int64), ("b", DataType::Utf8)]);
+        let message = |batch: &SchemaRef| check_same(&table, batch, "in.parquet").unwrap_err();
+        assert!(check_same(&table, &table, "in.parquet").is_ok());
+        let cases = [
+            (
+                schema(&[("a", DataType::Int64)]),
+                "input in.parquet: column \"b\" is missing",
+            ),
+            (
+                schema(&[("a", DataType::Int32), ("b", DataType::Utf8)]),
+                "input in.parquet: column \"a\" has type Int32, the table's is Int64",
+            ),
+            (
+                schema(&[
+                    ("a", DataType::Int64),
+                    ("b", DataType::Utf8),
+                    ("c", DataType::Int8),
+                ]),
+                "input in.parquet: column \"c\" is not in the table's schema",
+            ),
+            (
+                schema(&[("b", DataType::Utf8), ("a", DataType::Int64)]),
+                "input in.parquet: column \"b\" columns are in another order than the table's",
+            ),
+        ];
+        for (batch, expected) in cases {
+            let err = message(&batch);
+            assert!(matches!(err, LoadError::Schema { .. }), "{err:?}");
+            assert_eq!(err.to_string(), expected);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_poisoned_load_goes_no_further_and_a_spill_load_is_not_presorted() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path().to_str().unwrap()).unwrap();
+        let opts = crate::options::tests::good();
+        let mut loader = Loader::new(&store, "hits", opts).await.unwrap();
+        loader.set_spill(true).unwrap();
+        assert!(loader.set_presorted().is_err());
+        assert_eq!(loader.writing(), Writing::Spill);
+        loader.set_spill(false).unwrap();
+        loader.set_presorted().unwrap();
+        assert!(loader.set_spill(true).is_err());
+        assert_eq!(loader.writing(), Writing::Merge);
+        loader.poison();
+        assert!(matches!(loader.tick().await, Err(LoadError::Poisoned)));
+        assert!(matches!(loader.end_run().await, Err(LoadError::Poisoned)));
+        assert!(matches!(loader.finish().await, Err(LoadError::Poisoned)));
     }
 }

@@ -130,10 +130,11 @@ pub struct InvalidOptions {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn good() -> LoadOptions {
+    /// Options a small test load runs with.
+    pub(crate) fn good() -> LoadOptions {
         LoadOptions {
             object_bytes: 1_000_000,
             target_bytes: None,

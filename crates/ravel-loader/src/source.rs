@@ -15,7 +15,7 @@ use parquet::file::metadata::ParquetMetaData;
 use parquet::schema::types::SchemaDescriptor;
 use ravel_store::Store;
 
-use crate::{LoadError, LoadOptions, LoadReport, Loader};
+use crate::{InputStep, LoadError, LoadOptions, LoadReport, Loader};
 
 /// Most rows per batch read from Parquet.
 pub const READ_BATCH_ROWS: usize = 65_536;
@@ -30,7 +30,7 @@ fn batch_rows(bytes_per_row: u64, batch_bytes: u64) -> usize {
     (batch_bytes / bytes_per_row.max(1)).clamp(1, READ_BATCH_ROWS as u64) as usize
 }
 
-fn input_err(path: &Path, message: impl std::fmt::Display) -> LoadError {
+fn input_err(path: &Path, message: &str) -> LoadError {
     LoadError::Input {
         input: path.display().to_string(),
         message: message.to_string(),
@@ -95,10 +95,9 @@ fn read_parquet_file(
 }
 
 fn open_parquet(path: &Path) -> Result<ParquetRecordBatchReaderBuilder<std::fs::File>, LoadError> {
-    let file =
-        std::fs::File::open(path).map_err(|e| input_err(path, format!("cannot open: {e}")))?;
+    let file = std::fs::File::open(path).map_err(LoadError::input(path, InputStep::Open))?;
     ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(|e| input_err(path, format!("not a readable Parquet file: {e}")))
+        .map_err(LoadError::input(path, InputStep::Footer))
 }
 
 /// Rows per batch of a file: its widest row group's bytes per row kept near `batch_bytes`.
@@ -175,10 +174,10 @@ fn spawn_column_reader<'scope>(
         .with_projection(mask)
         .with_batch_size(rows_per_batch)
         .build()
-        .map_err(|e| input_err(path, e))?;
+        .map_err(LoadError::input(path, InputStep::Decode))?;
     scope.spawn(move || {
         for batch in reader {
-            let item = batch.map_err(|e| input_err(path, format!("reading: {e}")));
+            let item = batch.map_err(LoadError::input(path, InputStep::Read));
             let stop = item.is_err();
             if tx.send(item).is_err() || stop {
                 return;
@@ -308,10 +307,9 @@ impl Rejects {
                     } else {
                         options.create_new(true);
                     }
-                    options.open(p).map_err(|e| LoadError::Input {
-                        input: p.display().to_string(),
-                        message: format!("cannot create the rejects file: {e}"),
-                    })
+                    options
+                        .open(p)
+                        .map_err(LoadError::input(p, InputStep::CreateRejects))
                 };
                 self.files = Some(RejectFiles {
                     lines: open(path)?,
@@ -323,10 +321,7 @@ impl Rejects {
                 .write_all(&r.text)
                 .and_then(|()| lines.write_all(b"\n"))
                 .and_then(|()| writeln!(reasons, "{input}: {}", r.message));
-            written.map_err(|e| LoadError::Input {
-                input: path.display().to_string(),
-                message: format!("cannot write the rejects file: {e}"),
-            })?;
+            written.map_err(LoadError::input(path, InputStep::WriteRejects))?;
         }
         Ok(())
     }
@@ -367,8 +362,7 @@ fn read_tsv_file(
 ) -> Result<ControlFlow<()>, LoadError> {
     let input = path.display().to_string();
     let skip = rejects.bad.max > 0;
-    let mut file =
-        std::fs::File::open(path).map_err(|e| input_err(path, format!("cannot open: {e}")))?;
+    let mut file = std::fs::File::open(path).map_err(LoadError::input(path, InputStep::Open))?;
     let mut chunks = LineChunks {
         carry: Vec::new(),
         chunk_bytes,
@@ -377,7 +371,7 @@ fn read_tsv_file(
     let mut line = 1u64;
     while let Some(data) = chunks
         .next(&mut file)
-        .map_err(|e| input_err(path, format!("reading: {e}")))?
+        .map_err(LoadError::input(path, InputStep::Read))?
     {
         if data.is_empty() {
             continue;
@@ -450,16 +444,21 @@ pub fn expand_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
             out.push(p.clone());
             continue;
         }
-        let bad = |message: String| LoadError::Input {
-            input: s.to_string(),
-            message,
-        };
+        let failed =
+            |step, source: Box<dyn std::error::Error + Send + Sync>| LoadError::InputFailed {
+                input: s.to_string(),
+                step,
+                source,
+            };
         let mut matched: Vec<PathBuf> = glob::glob(&s)
-            .map_err(|e| bad(format!("not a valid glob: {e}")))?
+            .map_err(|e| failed(InputStep::Glob, e.into()))?
             .collect::<Result<_, _>>()
-            .map_err(|e| bad(format!("cannot list: {e}")))?;
+            .map_err(|e| failed(InputStep::List, e.into()))?;
         if matched.is_empty() {
-            return Err(bad("matches no file".into()));
+            return Err(LoadError::Input {
+                input: s.to_string(),
+                message: "matches no file".into(),
+            });
         }
         matched.sort();
         out.extend(matched);
@@ -579,10 +578,11 @@ pub async fn feed_files(
     .await;
     drop(rx);
     // A reader that died (panicked) ended its stream early: that is a failure, not the end.
-    result.and(reader.await.map_err(|e| LoadError::Internal {
-        task: "reader".into(),
-        message: format!("the reader thread failed: {e}"),
-    }))
+    result.and(
+        reader
+            .await
+            .map_err(LoadError::internal("reader: the reader thread failed")),
+    )
 }
 
 #[cfg(test)]

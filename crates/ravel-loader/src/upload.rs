@@ -10,6 +10,7 @@ use ravel_manifest::ObjectEntry;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::sync::mpsc::Receiver;
 use tokio::task::JoinSet;
+use tracing::Instrument;
 
 use crate::LoadError;
 use crate::budget::{Budget, units};
@@ -117,9 +118,11 @@ impl Uploader {
             if pipeline.done.failure.is_some() {
                 break; // stop cutting this run: no more objects to leave behind
             }
-            pipeline
-                .uploads
-                .spawn(self.clone().upload(obj, run, position, permit));
+            pipeline.uploads.spawn(
+                self.clone()
+                    .upload(obj, run, position, permit)
+                    .in_current_span(),
+            );
             position += 1;
         }
         drop(objects);
@@ -127,6 +130,12 @@ impl Uploader {
     }
 
     /// Stores one object and releases its charge.
+    #[tracing::instrument(
+        name = "object",
+        level = "debug",
+        skip_all,
+        fields(run = run, object = position, rows = obj.rows, key = tracing::field::Empty)
+    )]
     async fn upload(
         self,
         mut obj: EncodedObject,
@@ -141,6 +150,7 @@ impl Uploader {
         let put = self.put_content_addressed("parquet", obj.bytes).await;
         drop(permit);
         let Put { path, reused } = put?;
+        tracing::Span::current().record("key", tracing::field::display(&path));
         let entry = ObjectEntry {
             key: path.to_string(),
             rows: obj.rows as u64,

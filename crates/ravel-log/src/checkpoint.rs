@@ -141,8 +141,14 @@ pub fn checkpoint_actions(snapshot: &Snapshot) -> Vec<ActionLine> {
     out
 }
 
-fn internal(what: &str, e: impl std::fmt::Display) -> LogError {
-    LogError::Checkpoint(format!("{what}: {e}"))
+fn internal<E>(what: &str, e: E) -> LogError
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    LogError::Checkpoint {
+        what: what.to_string(),
+        source: Box::new(e),
+    }
 }
 
 /// `actions` as a checkpoint file.

@@ -38,8 +38,17 @@ pub enum LogError {
         features: Vec<String>,
         writing: bool,
     },
+    #[error("manifest {key}: {source}")]
+    Manifest {
+        key: String,
+        #[source]
+        source: ravel_manifest::ManifestError,
+    },
+    #[error("manifest {key}: is missing, and the log names it")]
+    ManifestMissing { key: String },
+    /// A manifest does not list an object as the log names it.
     #[error("manifest {key}: {problem}")]
-    Manifest { key: String, problem: String },
+    ManifestMismatch { key: String, problem: String },
     #[error(
         "the table changed while this compaction ran: {path} was removed by version {version}; this step published nothing (steps committed before it stand), rerun the compaction"
     )]
@@ -60,8 +69,12 @@ pub enum LogError {
         write: Box<object_store::Error>,
         read: Box<object_store::Error>,
     },
-    #[error("checkpoint: {0}")]
-    Checkpoint(String),
+    #[error("checkpoint: {what}: {source}")]
+    Checkpoint {
+        what: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error("gave up after {0} commits by others landed first")]
     TooManyConflicts(usize),
 }
@@ -70,5 +83,27 @@ impl LogError {
     /// The commit lost to a concurrent change it cannot be replayed over.
     pub fn is_conflict(&self) -> bool {
         matches!(self, LogError::TableChanged { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_manifest_that_does_not_read_is_the_source() {
+        let err = LogError::Manifest {
+            key: "t/_ravel/manifests/a.json".into(),
+            source: ravel_manifest::ManifestError::Parse {
+                key: "t/_ravel/manifests/a.json".into(),
+                source: serde_json::from_str::<u8>("x").unwrap_err(),
+            },
+        };
+        let source = std::error::Error::source(&err).expect("a source");
+        assert!(source.is::<ravel_manifest::ManifestError>());
+        assert_eq!(
+            err.to_string(),
+            format!("manifest t/_ravel/manifests/a.json: {source}")
+        );
     }
 }

@@ -253,8 +253,12 @@ impl TableLog {
     pub async fn newest_checkpoint(&self) -> Result<Option<Snapshot>, LogError> {
         let path = self.last_checkpoint_path();
         let last = match get(self.store.as_ref(), &path).await {
-            Ok(bytes) => serde_json::from_slice::<LastCheckpoint>(&bytes)
-                .map_err(|e| LogError::Checkpoint(format!("{path} does not read: {e}")))?,
+            Ok(bytes) => serde_json::from_slice::<LastCheckpoint>(&bytes).map_err(|e| {
+                LogError::Checkpoint {
+                    what: format!("{path} does not read"),
+                    source: Box::new(e),
+                }
+            })?,
             Err(LogError::Store {
                 source: object_store::Error::NotFound { .. },
                 ..
@@ -303,9 +307,9 @@ impl TableLog {
     async fn read_legacy(&self) -> Result<Snapshot, LogError> {
         let manifests = ravel_manifest::read_manifests(self.store.as_ref(), &self.table)
             .await
-            .map_err(|e| LogError::Manifest {
+            .map_err(|source| LogError::Manifest {
                 key: self.table.manifests_dir().to_string(),
-                problem: e.to_string(),
+                source,
             })?;
         Ok(Snapshot::from_manifests(&self.table, manifests))
     }
@@ -390,14 +394,11 @@ impl TableLog {
         if let Some(m) = snapshot.known.get(key) {
             return Ok(m.clone());
         }
-        let problem = |problem: String| LogError::Manifest {
-            key: key.to_string(),
-            problem,
-        };
-        match ravel_manifest::read_manifest(self.store.as_ref(), key).await {
+        let key = key.to_string();
+        match ravel_manifest::read_manifest(self.store.as_ref(), &key).await {
             Ok(Some(m)) => Ok(Arc::new(m)),
-            Ok(None) => Err(problem("is missing, and the log names it".into())),
-            Err(e) => Err(problem(e.to_string())),
+            Ok(None) => Err(LogError::ManifestMissing { key }),
+            Err(source) => Err(LogError::Manifest { key, source }),
         }
     }
 }
@@ -448,7 +449,7 @@ fn check_listed(
             }
         }
     };
-    Err(LogError::Manifest {
+    Err(LogError::ManifestMismatch {
         key: key.to_string(),
         problem,
     })

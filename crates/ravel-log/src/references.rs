@@ -66,9 +66,9 @@ impl TableLog {
     async fn sidecar_of(&self, key: &str) -> Result<Option<String>, LogError> {
         match ravel_manifest::read_manifest(self.store.as_ref(), key).await {
             Ok(m) => Ok(m.and_then(|m| m.blooms).map(|b| b.key)),
-            Err(e) => Err(LogError::Manifest {
+            Err(source) => Err(LogError::Manifest {
                 key: key.to_string(),
-                problem: e.to_string(),
+                source,
             }),
         }
     }

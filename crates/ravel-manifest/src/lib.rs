@@ -11,8 +11,8 @@ mod schema;
 pub use clustering::{ClusteringInfo, clustering_info};
 
 pub use schema::{
-    NullabilityDifference, SchemaDifference, nullability_differences, schema_difference,
-    schemas_agree, types_agree, widen,
+    DifferenceKind, NullabilityDifference, SchemaDifference, nullability_differences,
+    schema_difference, schemas_agree, types_agree, widen,
 };
 
 use std::cmp::Ordering;

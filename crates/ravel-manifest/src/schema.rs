@@ -61,6 +61,21 @@ fn children_agree_by_position(a: &DataType, b: &DataType) -> bool {
 pub struct SchemaDifference {
     pub column: String,
     pub problem: String,
+    /// Which rule the schema breaks.
+    pub kind: DifferenceKind,
+}
+
+/// The rules of this module a schema can break, in the order they are checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DifferenceKind {
+    /// A column of the table's is not there.
+    Missing,
+    /// A column's type does not agree with the table's.
+    Type,
+    /// A column is not in the table's schema.
+    Extra,
+    /// The same columns, in another order.
+    Order,
 }
 
 impl std::fmt::Display for SchemaDifference {
@@ -72,18 +87,20 @@ impl std::fmt::Display for SchemaDifference {
 /// The first difference of `other` from `table` under the rule of this module (`None`: they
 /// agree).
 pub fn schema_difference(table: &Schema, other: &Schema) -> Option<SchemaDifference> {
-    let differs = |column: &str, problem: String| {
+    let differs = |column: &str, kind: DifferenceKind, problem: String| {
         Some(SchemaDifference {
             column: column.to_string(),
             problem,
+            kind,
         })
     };
     for f in table.fields() {
         match other.field_with_name(f.name()) {
-            Err(_) => return differs(f.name(), "is missing".into()),
+            Err(_) => return differs(f.name(), DifferenceKind::Missing, "is missing".into()),
             Ok(g) if !types_agree(f.data_type(), g.data_type()) => {
                 return differs(
                     f.name(),
+                    DifferenceKind::Type,
                     format!(
                         "has type {}, the table's is {}",
                         g.data_type(),
@@ -99,7 +116,11 @@ pub fn schema_difference(table: &Schema, other: &Schema) -> Option<SchemaDiffere
         .iter()
         .find(|g| table.field_with_name(g.name()).is_err())
     {
-        return differs(extra.name(), "is not in the table's schema".into());
+        return differs(
+            extra.name(),
+            DifferenceKind::Extra,
+            "is not in the table's schema".into(),
+        );
     }
     let names = |s: &Schema| {
         s.fields()
@@ -116,6 +137,7 @@ pub fn schema_difference(table: &Schema, other: &Schema) -> Option<SchemaDiffere
             .unwrap_or_default();
         return differs(
             &at,
+            DifferenceKind::Order,
             "is in another position than in the table's schema".into(),
         );
     }
@@ -269,15 +291,17 @@ mod tests {
             Field::new("b", DataType::Utf8, false),
         ]);
         let d = schema_difference(&table, &typed).unwrap();
-        assert_eq!(d.column, "a");
+        assert_eq!((d.column.as_str(), d.kind), ("a", DifferenceKind::Type));
         assert!(d.problem.contains("Int32"), "{d}");
         let swapped = schema(vec![
             Field::new("b", DataType::Utf8, false),
             Field::new("a", DataType::Int64, false),
         ]);
-        assert_eq!(schema_difference(&table, &swapped).unwrap().column, "b");
+        let d = schema_difference(&table, &swapped).unwrap();
+        assert_eq!((d.column.as_str(), d.kind), ("b", DifferenceKind::Order));
         let missing = schema(vec![Field::new("a", DataType::Int64, false)]);
-        assert_eq!(schema_difference(&table, &missing).unwrap().column, "b");
+        let d = schema_difference(&table, &missing).unwrap();
+        assert_eq!((d.column.as_str(), d.kind), ("b", DifferenceKind::Missing));
         let structs = |name: &str| {
             schema(vec![Field::new_struct(
                 "s",

@@ -816,3 +816,50 @@ fn every_command_takes_the_store_from_the_environment_and_checks_geometry_one_wa
         "nothing else was published"
     );
 }
+
+#[test]
+fn log_format_json_writes_json_lines_that_carry_the_load_span() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let s = p(&store);
+    let pq = dir.path().join("h.parquet");
+    ok(&format!("gen --rows 2000 --out {}", p(&pq)));
+    ok(&format!(
+        "layout --store {s} --table hits clustering-key set --column EventDate --column UserID"
+    ));
+    let mut c = common::command(&format!(
+        "--log-format json load -v --store {s} --table hits --input {} --no-maintain",
+        p(&pq)
+    ));
+    c.env_remove("RUST_LOG");
+    let (_, err) = common::succeeds(c);
+    // Besides the log, stderr has the command's own notes (the geometry line): plain text.
+    let lines: Vec<serde_json::Value> = err
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let load_span = |line: &serde_json::Value| {
+        line["spans"].as_array().is_some_and(|spans| {
+            spans
+                .iter()
+                .any(|s| s["name"] == "load" && s["table"] == "hits")
+        })
+    };
+    let run = lines
+        .iter()
+        .find(|l| l["fields"]["message"] == "run stored")
+        .unwrap_or_else(|| panic!("no run stored: {err}"));
+    assert!(load_span(run), "{run}");
+    assert_eq!(run["span"]["name"], "run");
+    assert_eq!(run["span"]["run"], 0);
+    let committed = lines
+        .iter()
+        .find(|l| l["fields"]["message"] == "load committed")
+        .unwrap_or_else(|| panic!("no load committed: {err}"));
+    assert!(load_span(committed), "{committed}");
+    assert_eq!(committed["span"]["version"], 0, "{committed}");
+    assert_eq!(committed["level"], "INFO");
+    // -v shows info, not the objects' debug lines.
+    assert!(lines.iter().all(|l| l["level"] != "DEBUG"), "{err}");
+}
