@@ -189,6 +189,12 @@ impl Selector {
     fn next(&self, plan: &Plan, fan_in: usize) -> Selection {
         if let Some(policy) = &self.policy {
             let d = crate::maintenance::decide(plan, policy);
+            tracing::debug!(
+                depth = plan.depth_before,
+                merge = d.step.is_some(),
+                reason = %d.reason,
+                "maintenance decision"
+            );
             return match d.step {
                 Some(step) => Selection::Merge(Chosen {
                     step,

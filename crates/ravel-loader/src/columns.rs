@@ -624,7 +624,11 @@ impl ColumnLoad {
     #[tracing::instrument(
         level = "debug",
         skip_all,
-        fields(column = %self.encoder.schema().field(c).name())
+        fields(
+            column = %self.encoder.schema().field(c).name(),
+            index = c + 1,
+            of = self.encoder.schema().fields().len()
+        )
     )]
     fn encode_column(
         &mut self,
