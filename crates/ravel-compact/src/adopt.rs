@@ -13,7 +13,7 @@ use futures::TryStreamExt;
 use parquet::arrow::ParquetRecordBatchStreamBuilder;
 use ravel_loader::{LoadError, Loader, Replacement};
 use ravel_log::{ForeignObject, TableLog};
-use ravel_store::{Store, TablePaths};
+use ravel_store::{ObjectFile, Store, TablePaths};
 use serde::Serialize;
 
 use crate::{CompactError, CompactOptions};
@@ -146,11 +146,7 @@ async fn push_object(
         key: f.key.clone(),
         source,
     };
-    let reader = crate::read::ObjectFile {
-        store: store.object_store().clone(),
-        path: f.key.as_str().into(),
-        size: f.bytes,
-    };
+    let reader = ObjectFile::new(store.object_store().clone(), &f.key, f.bytes);
     let mut batches = ParquetRecordBatchStreamBuilder::new(reader)
         .await
         .map_err(read_err)?

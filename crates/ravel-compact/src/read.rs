@@ -7,78 +7,15 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
-use bytes::Bytes;
-use futures::future::BoxFuture;
-use futures::{FutureExt, TryStreamExt};
-use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
+use futures::TryStreamExt;
+use object_store::ObjectStore;
 use parquet::arrow::ParquetRecordBatchStreamBuilder;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelection};
-use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::errors::ParquetError;
-use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::metadata::PageIndexPolicy;
+use ravel_store::ObjectFile;
 
 use crate::plan::InputObject;
-
-/// One stored object as parquet's async reader sees it: ranged GETs, the size from the manifest.
-#[derive(Clone)]
-pub(crate) struct ObjectFile {
-    pub(crate) store: Arc<dyn ObjectStore>,
-    pub(crate) path: Path,
-    pub(crate) size: u64,
-}
-
-fn external(e: object_store::Error) -> ParquetError {
-    ParquetError::External(Box::new(e))
-}
-
-impl AsyncFileReader for ObjectFile {
-    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
-        let (store, path) = (self.store.clone(), self.path.clone());
-        async move { store.get_range(&path, range).await.map_err(external) }.boxed()
-    }
-
-    /// One GET per range, concurrently: the ranges of a slice are its pages, one run per
-    /// column, far apart (a store's own coalescing would fetch everything between them).
-    fn get_byte_ranges(
-        &mut self,
-        ranges: Vec<Range<u64>>,
-    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
-        let (store, path) = (self.store.clone(), self.path.clone());
-        async move {
-            let gets = ranges.into_iter().map(|r| {
-                let (store, path) = (store.clone(), path.clone());
-                async move { store.get_range(&path, r).await }
-            });
-            futures::stream::iter(gets)
-                .buffered(FETCH_CONCURRENCY)
-                .try_collect()
-                .await
-                .map_err(external)
-        }
-        .boxed()
-    }
-
-    fn get_metadata<'a>(
-        &'a mut self,
-        _options: Option<&'a ArrowReaderOptions>,
-    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
-        let size = self.size;
-        async move {
-            let meta = ParquetMetaDataReader::new()
-                .with_page_index_policy(PageIndexPolicy::Required)
-                .load_and_finish(self, size)
-                .await?;
-            Ok(Arc::new(meta))
-        }
-        .boxed()
-    }
-}
-
-use futures::StreamExt;
-
-/// Ranged GETs of one slice in flight at once.
-const FETCH_CONCURRENCY: usize = 16;
 
 /// An object being read: its reader, footer and the next row to read.
 struct Open {
@@ -199,11 +136,7 @@ impl ChainReader {
     }
 
     async fn open_object(&self, o: &InputObject) -> Result<Open, ParquetError> {
-        let mut file = ObjectFile {
-            store: self.store.clone(),
-            path: Path::from(o.entry.key.as_str()),
-            size: o.entry.bytes,
-        };
+        let mut file = ObjectFile::new(self.store.clone(), &o.entry.key, o.entry.bytes);
         let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Required);
         let meta = ArrowReaderMetadata::load_async(&mut file, options).await?;
         let rows = meta.metadata().file_metadata().num_rows() as usize;

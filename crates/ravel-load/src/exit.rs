@@ -33,6 +33,7 @@ invalid_input_decides!(
     ravel_query::QueryError,
     ravel_compact::CompactError,
     ravel_gc::GcError,
+    ravel_advise::AdviseError,
 );
 
 impl ExitStatus for ravel_hits::OutputError {
@@ -69,6 +70,7 @@ const DECIDERS: &[fn(&(dyn Error + 'static)) -> Option<u8>] = &[
     code_of::<ravel_query::QueryError>,
     code_of::<ravel_compact::CompactError>,
     code_of::<ravel_gc::GcError>,
+    code_of::<ravel_advise::AdviseError>,
     code_of::<crate::BadInput>,
     code_of::<crate::gc_cmd::Blocked>,
 ];

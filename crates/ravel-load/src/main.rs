@@ -1,6 +1,7 @@
 //! `ravel-load`: the command line of ravel-load. Thin: it parses, calls the libraries and
 //! explains their errors. Exit codes: 0 success, 1 failure, 2 bad input or usage.
 
+mod advise_cmd;
 mod bench_queries_cmd;
 mod compact_cmd;
 mod demo;
@@ -69,6 +70,9 @@ enum Command {
     /// bound, each step committed as a version; says when there is nothing to do (`load` runs it
     /// after every load unless --no-maintain).
     Maintain(maintain_cmd::MaintainArgs),
+    /// Rank candidate layouts for a table by the bytes a log of statements would read under
+    /// each, estimated on a sample of the table (`--apply` stores the recommended one).
+    Advise(advise_cmd::AdviseArgs),
     /// Print the load geometry this machine's memory selects.
     Tier {
         /// Print JSON.
@@ -120,6 +124,7 @@ fn run(command: Command) -> Result<()> {
         Command::Maintain(args) => maintain_cmd::run(args),
         Command::Query(args) => query_cmd::run(args),
         Command::BenchQueries(args) => bench_queries_cmd::run(args),
+        Command::Advise(args) => advise_cmd::run(args),
         Command::Tier { json } => {
             let tier = ravel_tier::Tier::detect()?;
             if json {

@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::datatypes::{DataType, Schema};
+use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::catalog::TableProvider;
 use datafusion::common::TableReference;
 use datafusion::datasource::ViewTable;
@@ -186,6 +186,8 @@ pub struct QueryTable {
     opened: Opened,
     /// The name statements use for the table.
     name: String,
+    /// The schema the objects are read with (binary columns as stored).
+    file_schema: SchemaRef,
 }
 
 /// The schema the table's objects are read with: the manifests' (loads agree when their names,
@@ -275,6 +277,9 @@ impl QueryTable {
         if let Some(n) = opts.target_partitions {
             config = config.with_target_partitions(n);
         }
+        // An object is one row group: a byte range of it without the row group's start holds
+        // nothing to read, yet its partition fetches the footer again. Never split objects.
+        config.options_mut().optimizer.repartition_file_scans = false;
         let parquet = &mut config.options_mut().execution.parquet;
         parquet.pushdown_filters = true;
         parquet.reorder_filters = true;
@@ -313,12 +318,19 @@ impl QueryTable {
             scan,
             opened,
             name,
+            file_schema: Arc::new(file_schema),
         })
     }
 
     /// What opening the table read.
     pub fn opened(&self) -> &Opened {
         &self.opened
+    }
+
+    /// The schema the table's objects are read with: the one its manifests record (binary
+    /// columns as stored, where statements see strings).
+    pub fn file_schema(&self) -> &SchemaRef {
+        &self.file_schema
     }
 
     /// The DataFusion context (for statements of the caller's own).

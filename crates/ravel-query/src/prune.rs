@@ -149,6 +149,68 @@ fn flip(op: Operator) -> Operator {
     }
 }
 
+/// One conjunct of a statement's filters that pruning can use: a column (through casts that keep
+/// its values) compared with literals. What a layout advisor reads from a statement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Predicate {
+    /// The column as stored.
+    pub column: String,
+    pub test: Test,
+}
+
+/// How a [`Predicate`] compares its column.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Test {
+    /// `=` or `IN`, with this many values; `text` when they are strings, which are then in
+    /// `strings`.
+    Equal {
+        values: usize,
+        text: bool,
+        strings: Vec<String>,
+    },
+    /// `<`, `<=`, `>`, `>=` or `BETWEEN`: the bounds given, as numbers when they are numbers
+    /// (dates as days, `days` set).
+    Range {
+        low: Option<f64>,
+        high: Option<f64>,
+        days: bool,
+    },
+}
+
+/// An equality with `lits`.
+fn equal(lits: &[Lit]) -> Test {
+    let strings: Vec<String> = lits
+        .iter()
+        .filter_map(|l| match l {
+            Lit::Str(s) => Some(s.clone()),
+            _ => None,
+        })
+        .collect();
+    Test::Equal {
+        values: lits.len(),
+        text: !lits.is_empty() && strings.len() == lits.len(),
+        strings,
+    }
+}
+
+fn number(e: &Expr) -> (Option<f64>, bool) {
+    let days = date_literal(e);
+    match literal(e) {
+        Some(Lit::Int(i)) => (Some(i as f64), days),
+        Some(Lit::Float(f)) => (Some(f), days),
+        _ => (None, days),
+    }
+}
+
+/// Whether `e` is a date literal (through casts).
+fn date_literal(e: &Expr) -> bool {
+    match e {
+        Expr::Literal(ScalarValue::Date32(_), _) => true,
+        Expr::Cast(c) => *c.field.data_type() == DataType::Date32 || date_literal(&c.expr),
+        _ => false,
+    }
+}
+
 /// What the manifest (and the load's sidecar) says of one object.
 struct Facts<'a> {
     ranges: &'a BTreeMap<String, ValueRange>,
@@ -223,6 +285,110 @@ impl Pruner {
             self.collect_equalities(f, &mut out);
         }
         out
+    }
+
+    /// The conjuncts of `filters` that compare a column with literals, as pruning reads them;
+    /// an `OR` of equalities on one column counts as one `IN`. Others are left out.
+    pub fn predicates(&self, filters: &[Expr]) -> Vec<Predicate> {
+        let mut out = Vec::new();
+        for f in filters {
+            self.collect_predicates(f, &mut out);
+        }
+        out
+    }
+
+    fn collect_predicates(&self, e: &Expr, out: &mut Vec<Predicate>) {
+        let found = match e {
+            Expr::BinaryExpr(BinaryExpr {
+                left,
+                op: Operator::And,
+                right,
+            }) => {
+                self.collect_predicates(left, out);
+                self.collect_predicates(right, out);
+                return;
+            }
+            Expr::BinaryExpr(BinaryExpr { left, op, right }) => self.comparison(left, *op, right),
+            Expr::InList(list) if !list.negated => {
+                let lits: Option<Vec<Lit>> = list.list.iter().map(literal).collect();
+                self.column_of(&list.expr)
+                    .zip(lits)
+                    .map(|((c, _), l)| Predicate {
+                        column: c.to_string(),
+                        test: equal(&l),
+                    })
+            }
+            Expr::Between(b) if !b.negated => self.column_of(&b.expr).map(|(c, _)| {
+                let ((low, d1), (high, d2)) = (number(&b.low), number(&b.high));
+                Predicate {
+                    column: c.to_string(),
+                    test: Test::Range {
+                        low,
+                        high,
+                        days: d1 || d2,
+                    },
+                }
+            }),
+            _ => None,
+        };
+        out.extend(found);
+    }
+
+    /// `left op right` as a predicate, when one side is a column and the other a literal.
+    fn comparison(&self, left: &Expr, op: Operator, right: &Expr) -> Option<Predicate> {
+        if op == Operator::Or {
+            let (a, b) = (
+                self.predicates(std::slice::from_ref(left)),
+                self.predicates(std::slice::from_ref(right)),
+            );
+            return match (a.as_slice(), b.as_slice()) {
+                ([p1], [p2]) if p1.column == p2.column => match (&p1.test, &p2.test) {
+                    (
+                        Test::Equal {
+                            values: v1,
+                            text: t1,
+                            strings: s1,
+                        },
+                        Test::Equal {
+                            values: v2,
+                            text: t2,
+                            strings: s2,
+                        },
+                    ) => Some(Predicate {
+                        column: p1.column.clone(),
+                        test: Test::Equal {
+                            values: v1 + v2,
+                            text: *t1 && *t2,
+                            strings: s1.iter().chain(s2).cloned().collect(),
+                        },
+                    }),
+                    _ => None,
+                },
+                _ => None,
+            };
+        }
+        let (column, lit, op) = match (self.column_of(left), self.column_of(right)) {
+            (Some((c, _)), None) => (c, right, op),
+            (None, Some((c, _))) => (c, left, flip(op)),
+            _ => return None,
+        };
+        let test = match op {
+            Operator::Eq => equal(&[literal(lit)?]),
+            Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq => {
+                literal(lit)?;
+                let (value, days) = number(lit);
+                let (low, high) = match op {
+                    Operator::Gt | Operator::GtEq => (value, None),
+                    _ => (None, value),
+                };
+                Test::Range { low, high, days }
+            }
+            _ => return None,
+        };
+        Some(Predicate {
+            column: column.to_string(),
+            test,
+        })
     }
 
     fn collect_equalities(&self, e: &Expr, out: &mut std::collections::BTreeSet<String>) {
@@ -435,6 +601,60 @@ mod tests {
         // A narrowing cast may change values: it keeps the object.
         let o = object(&[("UserID", json!(1i64 << 40), json!(1i64 << 41))]);
         assert!(p.may_match(&o, &[cast(col("UserID"), DataType::Int32).eq(lit(0))]));
+    }
+
+    #[test]
+    fn predicates_are_the_comparisons_pruning_reads() {
+        use datafusion::arrow::datatypes::{Field, Schema};
+        let schema = Schema::new(vec![
+            Field::new("CounterID", DataType::Int32, false),
+            Field::new("EventDate", DataType::UInt16, false),
+            Field::new("URL", DataType::Utf8, false),
+        ]);
+        let p = Pruner::new(&schema);
+        let date = |d: i32| lit(ScalarValue::Date32(Some(d)));
+        let ed = cast(cast(col("EventDate"), DataType::Int32), DataType::Date32);
+        let found = p.predicates(&[
+            col("CounterID")
+                .eq(lit(62))
+                .and(ed.clone().gt_eq(date(15887))),
+            lit(15917).gt_eq(cast(
+                cast(col("EventDate"), DataType::Int32),
+                DataType::Int64,
+            )),
+            col("URL").eq(lit("a")).or(col("URL").eq(lit("b"))),
+            col("URL").like(lit("%g%")),
+            col("CounterID").eq(lit(1)).or(col("URL").eq(lit("b"))),
+        ]);
+        let range = |low, high, days| Test::Range { low, high, days };
+        let tests: Vec<(&str, Test)> = found
+            .iter()
+            .map(|p| (p.column.as_str(), p.test.clone()))
+            .collect();
+        let strings = |s: &[&str]| s.iter().map(|s| s.to_string()).collect();
+        assert_eq!(
+            tests,
+            vec![
+                (
+                    "CounterID",
+                    Test::Equal {
+                        values: 1,
+                        text: false,
+                        strings: vec![]
+                    }
+                ),
+                ("EventDate", range(Some(15887.0), None, true)),
+                ("EventDate", range(None, Some(15917.0), false)),
+                (
+                    "URL",
+                    Test::Equal {
+                        values: 2,
+                        text: true,
+                        strings: strings(&["a", "b"])
+                    }
+                ),
+            ]
+        );
     }
 
     #[test]

@@ -138,6 +138,7 @@ impl<T: ObjectStore> ObjectStore for TrafficStore<T> {
             }
             if let Ok(r) = &result {
                 c.bytes += r.range.end - r.range.start;
+                tracing::trace!(key = %location, start = r.range.start, end = r.range.end, "get");
             }
         }
         result

@@ -1,6 +1,7 @@
 //! The `ravel-load` binary end to end, one test binary (each test binary links the crate's
 //! dependencies again): `cargo test -p ravel-load --test it cli::` runs one module.
 
+mod advise;
 mod cli;
 mod common;
 mod compact;

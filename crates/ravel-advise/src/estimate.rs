@@ -1,0 +1,650 @@
+//! The estimate of one candidate: the sample sorted in the candidate's order and cut into as
+//! many objects as the table has, each object's value ranges, Bloom filters and column sizes,
+//! and, per statement, the objects and bytes that `query`'s pruner (the same code) would read.
+//!
+//! An object is *kept* when the manifest's ranges of the candidate's layout columns and its
+//! Bloom filters allow a match (opening it fetches its footer and page index), and *read* when
+//! the statistics of every column the statement filters on allow it too (as DataFusion's
+//! row-group pruning does): a read object costs its chunks of the columns the statement reads.
+//! Column sizes are the sample's encoded sizes, scaled by the ratio of the table's stored size
+//! of each column to the sample's encoded size of it in the table's own order.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
+use arrow::compute::take_record_batch;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use ravel_bloom::Filter;
+use ravel_layout::Layout;
+use ravel_manifest::{ObjectEntry, ValueRange};
+use ravel_query::prune::Pruner;
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::AdviseError;
+use crate::candidates::{Candidate, CandidateKind};
+use crate::statements::Scan;
+
+/// One object of a candidate, simulated on the sample.
+struct SimObject {
+    /// Ranges of the candidate's layout columns: what its manifest would record.
+    manifest: ObjectEntry,
+    /// Ranges of every sampled column: what its footer's statistics would say.
+    stats: ObjectEntry,
+    /// Filters of the candidate's Bloom-scope columns.
+    blooms: Vec<(String, Filter)>,
+    /// Encoded bytes of each sampled column's chunk of this object (the sample's rows only).
+    column_bytes: Vec<u64>,
+    /// The object's sampled rows, in the candidate's order (for its pages).
+    rows: RecordBatch,
+    /// The same rows as statements see them (binary columns as strings).
+    seen: RecordBatch,
+}
+
+/// A candidate's objects, simulated.
+pub struct Simulated {
+    objects: Vec<SimObject>,
+    /// Time to sort and encode the sample in this order.
+    pub seconds: f64,
+}
+
+impl Simulated {
+    /// The sample's encoded bytes of each sampled column, summed over the objects.
+    pub fn column_totals(&self) -> Vec<u64> {
+        let n = self.objects.first().map_or(0, |o| o.column_bytes.len());
+        (0..n)
+            .map(|c| self.objects.iter().map(|o| o.column_bytes[c]).sum())
+            .collect()
+    }
+}
+
+/// The permutation that puts the sample in the candidate's order. Arrival order is
+/// approximated by the time column's order (events arrive about in time order); a current
+/// layout with no key keeps the sample's own order, which is the table's.
+fn order(sample: &RecordBatch, c: &Candidate) -> Result<UInt32Array, AdviseError> {
+    let identity = || UInt32Array::from_iter_values(0..sample.num_rows() as u32);
+    match (c.kind, &c.layout.clustering_key) {
+        (CandidateKind::Arrival, _) => {
+            let time = c
+                .layout
+                .time
+                .as_deref()
+                .and_then(|t| sample.column_by_name(t));
+            match time {
+                Some(t) => Ok(arrow::compute::sort_to_indices(t, None, None)?),
+                None => Ok(identity()),
+            }
+        }
+        (_, None) => Ok(identity()),
+        (_, Some(_)) => Ok(ravel_layout::clustering_permutation(&c.layout, sample)?),
+    }
+}
+
+/// The strings the statements look up, by column: each is in some object of the table.
+pub type Lookups = BTreeMap<String, std::collections::BTreeSet<String>>;
+
+/// Simulates candidate `c` on `sample`, cut into `objects` objects.
+pub fn simulate(
+    sample: &RecordBatch,
+    c: &Candidate,
+    objects: usize,
+    zstd_level: i32,
+    lookups: &Lookups,
+) -> Result<Simulated, AdviseError> {
+    let started = Instant::now();
+    let sorted = take_record_batch(sample, &order(sample, c)?)?;
+    let n = sorted.num_rows();
+    let k = objects.clamp(1, n.max(1));
+    let layout_columns = layout_columns(&c.layout);
+    let bloom_columns: Vec<String> = c
+        .layout
+        .bloom
+        .scope
+        .columns(sample.schema_ref())
+        .into_iter()
+        .map(String::from)
+        .collect();
+    let props = properties(zstd_level)?;
+    let leading = c.layout.stream.clone().or_else(|| c.layout.time.clone());
+    let unseen = place_unseen(&sorted, k, &bloom_columns, leading.as_deref(), lookups);
+    let mut sims = (0..k)
+        .into_par_iter()
+        .map(|j| {
+            let slice = sorted.slice(j * n / k, (j + 1) * n / k - j * n / k);
+            let extra = Placed {
+                object: j,
+                unseen: &unseen,
+            };
+            sim_object(&slice, &layout_columns, &bloom_columns, &props, extra)
+        })
+        .collect::<Result<Vec<SimObject>, AdviseError>>()?;
+    if let Some(lead) =
+        leading.filter(|_| c.kind == CandidateKind::Arrival || c.layout.clustering_key.is_some())
+    {
+        tile(&mut sims, &lead);
+    }
+    Ok(Simulated {
+        objects: sims,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// The columns a manifest records ranges of under `layout`.
+fn layout_columns(layout: &Layout) -> Vec<String> {
+    if layout.clustering_key.is_none() {
+        return Vec::new();
+    }
+    layout
+        .sort_columns()
+        .into_iter()
+        .map(|(_, c)| c.to_string())
+        .collect()
+}
+
+fn properties(zstd_level: i32) -> Result<WriterProperties, AdviseError> {
+    Ok(WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(zstd_level)?))
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_max_row_group_row_count(None)
+        .build())
+}
+
+/// A looked-up string no sampled row holds, with the object it is placed in.
+struct Unseen {
+    column: String,
+    value: Vec<u8>,
+    object: usize,
+}
+
+/// One simulated object's share of the unseen lookups.
+struct Placed<'a> {
+    object: usize,
+    unseen: &'a [Unseen],
+}
+
+/// Places each looked-up string of a Bloom-scope column that no sampled row holds in one
+/// object: where it sorts when the column leads the order, else one picked by its hash. The
+/// table holds the string (a statement looks it up) and a sample of a few percent misses most
+/// strings that occur a few times: without this, the simulated filters would drop every
+/// object the table's keep.
+fn place_unseen(
+    sorted: &RecordBatch,
+    objects: usize,
+    bloom_columns: &[String],
+    leading: Option<&str>,
+    lookups: &Lookups,
+) -> Vec<Unseen> {
+    let mut out = Vec::new();
+    let n = sorted.num_rows();
+    for column in bloom_columns {
+        let (Some(wanted), Some(a)) = (lookups.get(column), sorted.column_by_name(column)) else {
+            continue;
+        };
+        let seen: std::collections::HashSet<&[u8]> = (0..n)
+            .filter_map(|i| ravel_bloom::value_bytes(a.as_ref(), i))
+            .collect();
+        for v in wanted.iter().filter(|v| !seen.contains(v.as_bytes())) {
+            let object = if Some(column.as_str()) == leading {
+                let below = |i: usize| {
+                    ravel_bloom::value_bytes(a.as_ref(), i).is_none_or(|x| x < v.as_bytes())
+                };
+                let at = first_not(n, below);
+                (at * objects / n.max(1)).min(objects - 1)
+            } else {
+                (fnv1a(v.as_bytes()) % objects as u64) as usize
+            };
+            out.push(Unseen {
+                column: column.clone(),
+                value: v.as_bytes().to_vec(),
+                object,
+            });
+        }
+    }
+    out
+}
+
+/// The first of `0..n` for which `below` is false (it is true for a prefix only).
+fn first_not(n: usize, below: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if below(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// A stable hash of bytes (FNV-1a).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+fn sim_object(
+    slice: &RecordBatch,
+    layout_columns: &[String],
+    bloom_columns: &[String],
+    props: &WriterProperties,
+    placed: Placed<'_>,
+) -> Result<SimObject, AdviseError> {
+    let schema = slice.schema();
+    let mut stats = entry(slice.num_rows());
+    for (f, a) in schema.fields().iter().zip(slice.columns()) {
+        if let Some(r) = ravel_manifest::value_range(std::slice::from_ref(a))? {
+            stats.ranges.insert(f.name().clone(), r);
+        }
+    }
+    let mut manifest = entry(slice.num_rows());
+    for c in layout_columns {
+        if let Some(r) = stats.ranges.get(c) {
+            manifest.ranges.insert(c.clone(), r.clone());
+        }
+    }
+    let blooms = bloom_columns
+        .iter()
+        .filter_map(|c| {
+            let extra = placed
+                .unseen
+                .iter()
+                .filter(|u| &u.column == c && u.object == placed.object)
+                .map(|u| u.value.as_slice());
+            Some((c.clone(), bloom_of(slice.column_by_name(c)?, extra)))
+        })
+        .collect();
+    Ok(SimObject {
+        manifest,
+        stats,
+        blooms,
+        column_bytes: encoded_bytes(slice, props)?,
+        rows: slice.clone(),
+        seen: as_seen(slice)?,
+    })
+}
+
+/// The schema statements see: binary columns as strings, as the query path registers them.
+pub fn seen_schema(schema: &arrow::datatypes::Schema) -> arrow::datatypes::Schema {
+    use datafusion::datasource::physical_plan::parquet::{
+        transform_binary_to_string, transform_schema_to_view,
+    };
+    transform_schema_to_view(&transform_binary_to_string(schema))
+}
+
+fn as_seen(batch: &RecordBatch) -> Result<RecordBatch, AdviseError> {
+    let schema = Arc::new(seen_schema(batch.schema_ref()));
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(a, f)| arrow::compute::cast(a, f.data_type()))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(RecordBatch::try_new(schema, columns)?)
+}
+
+fn entry(rows: usize) -> ObjectEntry {
+    ObjectEntry {
+        key: String::new(),
+        rows: rows as u64,
+        bytes: 0,
+        run: 0,
+        first_key: None,
+        last_key: None,
+        ranges: BTreeMap::new(),
+        delta_stats: None,
+    }
+}
+
+fn bloom_of<'a>(a: &'a ArrayRef, extra: impl Iterator<Item = &'a [u8]>) -> Filter {
+    let values = (0..a.len())
+        .filter_map(|i| ravel_bloom::value_bytes(a.as_ref(), i))
+        .chain(extra);
+    let bytes = ravel_bloom::of_values(values, 0.01);
+    Filter::from_bytes(&bytes).expect("a filter just written reads back")
+}
+
+/// Encoded bytes of each column of `slice` as one row group.
+fn encoded_bytes(slice: &RecordBatch, props: &WriterProperties) -> Result<Vec<u64>, AdviseError> {
+    let mut w = ArrowWriter::try_new(Vec::new(), slice.schema(), Some(props.clone()))?;
+    w.write(slice)?;
+    let meta = w.close()?;
+    let names: Vec<&String> = slice
+        .schema_ref()
+        .fields()
+        .iter()
+        .map(|f| f.name())
+        .collect();
+    let mut out = vec![0u64; names.len()];
+    for rg in meta.row_groups() {
+        for c in rg.columns() {
+            let top = &c.column_path().parts()[0];
+            if let Some(i) = names.iter().position(|n| *n == top) {
+                out[i] += c.compressed_size() as u64;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Widens each object's range of the leading sort column up to the next object's start: the
+/// table's objects cover every value between the sample's, and a value between two sampled
+/// objects lies in one of them.
+fn tile(sims: &mut [SimObject], column: &str) {
+    for j in 0..sims.len().saturating_sub(1) {
+        let Some(next) = sims[j + 1].stats.ranges.get(column).map(|r| r.min.clone()) else {
+            continue;
+        };
+        for e in [&mut sims[j].manifest, &mut sims[j].stats] {
+            if let Some(r) = e.ranges.get_mut(column) {
+                *r = ValueRange {
+                    min: r.min.clone(),
+                    max: next.clone(),
+                };
+            }
+        }
+    }
+}
+
+/// What one statement would cost under a candidate.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatementEstimate {
+    pub line: usize,
+    pub weight: u64,
+    /// Objects the manifest keeps (opened).
+    pub kept: usize,
+    /// Objects whose chunks are read.
+    pub read: usize,
+    pub objects: usize,
+    /// Bytes fetched, opening the table included.
+    pub bytes: u64,
+}
+
+/// The scale from the sample's encoded bytes of each column to the table's.
+pub struct Scale {
+    /// Per sampled column.
+    pub per_column: Vec<f64>,
+    /// Per sampled column, the sample's rows in one of the table's pages of it.
+    pub page_rows: Vec<f64>,
+    /// Bytes a kept object costs to open (footer and page index, as the query path reads
+    /// them).
+    pub open_object: f64,
+    /// Bytes opening the table costs (its log and manifests).
+    pub open_table: u64,
+    /// The table's columns in file order: where each sampled column's chunk lies in an
+    /// object.
+    pub file_columns: Vec<FileColumn>,
+    /// Bytes of one object's filter of a column in a Bloom sidecar.
+    pub bloom_bytes: BTreeMap<String, f64>,
+}
+
+/// One column of the table's files.
+#[derive(Debug, Clone, Copy)]
+pub enum FileColumn {
+    /// A sampled column (its index in the sample).
+    Sampled(usize),
+    /// A column not sampled, with its mean bytes in an object.
+    Other(f64),
+}
+
+/// The cost of `scan` under the simulated candidate: objects kept by the manifest are opened;
+/// of those the footer's statistics keep, the pages that the page index keeps (by the
+/// filters' columns) are read, of each column the statement reads.
+pub fn cost(
+    sim: &Simulated,
+    scan: &Scan,
+    pruner: &Pruner,
+    scale: &Scale,
+    columns: &[String],
+) -> Cost {
+    let equality = pruner.equality_columns(&scan.filters);
+    let read_columns: Vec<usize> = columns
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| scan.columns.contains(*c))
+        .map(|(i, _)| i)
+        .collect();
+    let filter_columns: Vec<usize> = columns
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| scan.predicates.iter().any(|p| &p.column == *c))
+        .map(|(i, _)| i)
+        .collect();
+    let predicate = predicate(&scan.filters, sim);
+    let mut kept = 0;
+    let mut read = 0;
+    let mut bytes = scale.open_table as f64 + sidecar_bytes(sim, scan, pruner, scale, &equality);
+    for o in &sim.objects {
+        let blooms: Vec<(&str, &Filter)> = o
+            .blooms
+            .iter()
+            .filter(|(c, _)| equality.contains(c))
+            .map(|(c, f)| (c.as_str(), f))
+            .collect();
+        if !pruner.may_match_with(&o.manifest, &blooms, &scan.filters) {
+            continue;
+        }
+        kept += 1;
+        bytes += scale.open_object;
+        if !pruner.may_match_with(&o.stats, &blooms, &scan.filters) {
+            continue;
+        }
+        read += 1;
+        let selected = selected_rows(o, &filter_columns, pruner, scale, &scan.filters);
+        let matching = matching_rows(o, predicate.as_ref(), &selected);
+        // Filter columns are read first, where the page index keeps rows; the others then
+        // only where rows pass the filters (the query path pushes filters into the scan).
+        let (first, then): (Vec<usize>, Vec<usize>) = read_columns
+            .iter()
+            .partition(|c| filter_columns.contains(c));
+        bytes += fetched(o, scale, &first, &selected) + fetched(o, scale, &then, &matching);
+    }
+    Cost {
+        kept,
+        read,
+        bytes: bytes.round() as u64,
+    }
+}
+
+/// Bytes of the sidecar sections a statement reads: of each column it looks up that has
+/// filters, every object's filter, when any object is in play by its ranges.
+fn sidecar_bytes(
+    sim: &Simulated,
+    scan: &Scan,
+    pruner: &Pruner,
+    scale: &Scale,
+    equality: &std::collections::BTreeSet<String>,
+) -> f64 {
+    let Some(first) = sim.objects.first() else {
+        return 0.0;
+    };
+    let columns: Vec<&String> = first
+        .blooms
+        .iter()
+        .map(|(c, _)| c)
+        .filter(|c| equality.contains(*c))
+        .collect();
+    let in_play = sim
+        .objects
+        .iter()
+        .any(|o| pruner.may_match(&o.manifest, &scan.filters));
+    if columns.is_empty() || !in_play {
+        return 0.0;
+    }
+    let objects = sim.objects.len() as f64;
+    columns
+        .iter()
+        .map(|c| scale.bloom_bytes.get(*c).copied().unwrap_or(0.0) * objects)
+        .sum()
+}
+
+/// The object's rows that the page index keeps: for each filter column, the rows of its pages
+/// whose range may match; a row is kept when every filter column keeps it.
+fn selected_rows(
+    o: &SimObject,
+    filter_columns: &[usize],
+    pruner: &Pruner,
+    scale: &Scale,
+    filters: &[datafusion::prelude::Expr],
+) -> Vec<bool> {
+    let n = o.rows.num_rows();
+    let mut keep = vec![true; n];
+    let schema = o.rows.schema();
+    for &c in filter_columns {
+        let name = schema.field(c).name();
+        let column = o.rows.column(c);
+        for page in pages(n, scale.page_rows[c]) {
+            let mut e = entry(page.len());
+            if let Ok(Some(r)) =
+                ravel_manifest::value_range(&[column.slice(page.start, page.len())])
+            {
+                e.ranges.insert(name.clone(), r);
+            }
+            if !pruner.may_match(&e, filters) {
+                keep[page].iter_mut().for_each(|k| *k = false);
+            }
+        }
+    }
+    keep
+}
+
+/// The statement's filters as one predicate over the rows as statements see them; `None`
+/// when there are none or they do not plan here (then every kept row counts as passing).
+fn predicate(
+    filters: &[datafusion::prelude::Expr],
+    sim: &Simulated,
+) -> Option<Arc<dyn datafusion::physical_expr::PhysicalExpr>> {
+    use datafusion::common::tree_node::{Transformed, TreeNode};
+    use datafusion::prelude::Expr;
+    let schema = sim.objects.first()?.seen.schema();
+    let expr = datafusion::logical_expr::utils::conjunction(filters.iter().cloned())?;
+    // The filters name the table's scan; the rows here are unqualified.
+    let expr = expr
+        .transform(|e| match e {
+            Expr::Column(c) => Ok(Transformed::yes(Expr::Column(
+                datafusion::common::Column::new_unqualified(c.name),
+            ))),
+            other => Ok(Transformed::no(other)),
+        })
+        .ok()?
+        .data;
+    let df_schema = datafusion::common::DFSchema::try_from(schema.as_ref().clone()).ok()?;
+    let props = datafusion::execution::context::ExecutionProps::new();
+    let ctx =
+        datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext::default();
+    match datafusion::physical_expr::create_physical_expr(&expr, &df_schema, &props, &ctx) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            tracing::debug!(error = %e, "a statement's filters do not evaluate on the sample");
+            None
+        }
+    }
+}
+
+/// The selected rows that pass the predicate.
+fn matching_rows(
+    o: &SimObject,
+    predicate: Option<&Arc<dyn datafusion::physical_expr::PhysicalExpr>>,
+    selected: &[bool],
+) -> Vec<bool> {
+    let Some(p) = predicate else {
+        return selected.to_vec();
+    };
+    let passing = p
+        .evaluate(&o.seen)
+        .and_then(|v| v.into_array(o.seen.num_rows()))
+        .ok()
+        .and_then(|a| {
+            a.as_any()
+                .downcast_ref::<arrow::array::BooleanArray>()
+                .cloned()
+        });
+    match passing {
+        Some(b) => selected
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| s && b.is_valid(i) && b.value(i))
+            .collect(),
+        None => selected.to_vec(),
+    }
+}
+
+/// Row ranges of pages of `page_rows` rows (at least one) over `n` rows.
+fn pages(n: usize, page_rows: f64) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let count = ((n as f64 / page_rows.max(1.0)).ceil() as usize).clamp(1, n.max(1));
+    (0..count).map(move |k| k * n / count..(k + 1) * n / count)
+}
+
+/// Bytes fetched for the pages of `columns` that hold a row of `rows`, in one request as the
+/// query path makes it: each column's pages at their place in the object, ranges closer than
+/// object_store's coalescing gap fetched as one.
+fn fetched(o: &SimObject, scale: &Scale, columns: &[usize], rows: &[bool]) -> f64 {
+    let n = rows.len();
+    if columns.is_empty() || n == 0 {
+        return 0.0;
+    }
+    let mut ranges: Vec<(f64, f64)> = Vec::new();
+    let mut at = 0.0;
+    for fc in &scale.file_columns {
+        let (size, sampled) = match *fc {
+            FileColumn::Sampled(c) => (o.column_bytes[c] as f64 * scale.per_column[c], Some(c)),
+            FileColumn::Other(bytes) => (bytes, None),
+        };
+        if let Some(c) = sampled.filter(|c| columns.contains(c)) {
+            let all: Vec<std::ops::Range<usize>> = pages(n, scale.page_rows[c]).collect();
+            let mut hit: Vec<&std::ops::Range<usize>> = all
+                .iter()
+                .filter(|p| rows[(*p).clone()].iter().any(|&s| s))
+                .collect();
+            // Statistics kept the object, so a matching row may lie between sampled rows: at
+            // least one page is read.
+            if hit.is_empty() {
+                hit.push(&all[all.len() / 2]);
+            }
+            let per_row = size / n as f64;
+            ranges.extend(
+                hit.iter()
+                    .map(|p| (at + p.start as f64 * per_row, at + p.end as f64 * per_row)),
+            );
+        }
+        at += size;
+    }
+    coalesced(ranges)
+}
+
+/// Total bytes of `ranges` once those closer than object_store's gap are fetched as one.
+fn coalesced(mut ranges: Vec<(f64, f64)>) -> f64 {
+    let gap = object_store::OBJECT_STORE_COALESCE_DEFAULT as f64;
+    ranges.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut total = 0.0;
+    let mut current: Option<(f64, f64)> = None;
+    for (start, end) in ranges {
+        current = match current {
+            Some((s, e)) if start - e <= gap => Some((s, e.max(end))),
+            Some((s, e)) => {
+                total += e - s;
+                Some((start, end))
+            }
+            None => Some((start, end)),
+        };
+    }
+    total + current.map_or(0.0, |(s, e)| e - s)
+}
+
+/// Objects kept and read, and bytes fetched, by one statement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cost {
+    pub kept: usize,
+    pub read: usize,
+    pub bytes: u64,
+}
+
+/// The objects of a simulated candidate.
+pub fn object_count(sim: &Simulated) -> usize {
+    sim.objects.len()
+}

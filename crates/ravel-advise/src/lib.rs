@@ -1,0 +1,598 @@
+//! Choosing a table's layout from the statements its users run.
+//!
+//! [`advise`] reads a log of statements (one per line, an optional `count<TAB>` weighing each),
+//! plans each against the table as `query` would, and generates candidate layouts from what
+//! the statements compare and group by (see [`candidates`]). Each candidate is estimated on a
+//! sample of the table: sorted in its order, cut into as many objects as the table has, and
+//! pruned per statement by `ravel-query`'s own pruner (see [`estimate`]). The answer ranks the
+//! candidates by the weighted bytes the statements would fetch, beside what each would store
+//! and cost to load; [`apply`] stores the chosen layout as the table's next generation, which
+//! `compact` then re-clusters the table by.
+
+pub mod candidates;
+pub mod estimate;
+pub mod log;
+pub mod sample;
+pub mod statements;
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use datafusion::arrow::datatypes::Schema;
+use ravel_layout::{Layout, LayoutError, LayoutStore};
+use ravel_query::prune::Pruner;
+use ravel_query::{QueryError, QueryOptions, QueryTable};
+use ravel_store::Store;
+use serde::Serialize;
+
+pub use candidates::{Candidate, CandidateKind, Span, Weighted};
+pub use estimate::StatementEstimate;
+pub use log::{Statement, parse_log};
+pub use statements::Skipped;
+
+use crate::estimate::{Scale, Simulated};
+use crate::statements::{Planned, Scan};
+
+/// Why advice could not be given.
+#[derive(Debug, thiserror::Error)]
+pub enum AdviseError {
+    #[error("the statement log is empty: give one statement per line")]
+    EmptyLog,
+    #[error("line {line}: the leading count {text:?} is not a positive integer")]
+    BadWeight { line: usize, text: String },
+    #[error(
+        "no statement of the log reads table {table:?} ({skipped} left out; the first: line {line}: {error})"
+    )]
+    NoStatement {
+        table: String,
+        skipped: usize,
+        line: usize,
+        error: String,
+    },
+    #[error("the log's statements touch no column of table {0:?}: nothing to choose a layout by")]
+    NoColumn(String),
+    #[error("a sample of 0 rows: give --sample-rows of at least 1")]
+    NoSampleRows,
+    #[error("table {0:?} holds no rows to sample")]
+    EmptyTable(String),
+    #[error(transparent)]
+    Query(#[from] QueryError),
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    #[error(transparent)]
+    Store(#[from] ravel_store::StoreError),
+    #[error(transparent)]
+    Log(#[from] ravel_log::LogError),
+    #[error("reading the sample: {0}")]
+    Parquet(#[from] parquet::errors::ParquetError),
+    #[error("estimating a layout: {0}")]
+    Arrow(#[from] arrow::error::ArrowError),
+}
+
+impl AdviseError {
+    /// True when the error is about the user's input (exit 2).
+    pub fn is_invalid_input(&self) -> bool {
+        use AdviseError::*;
+        match self {
+            EmptyLog
+            | BadWeight { .. }
+            | NoStatement { .. }
+            | NoColumn(_)
+            | NoSampleRows
+            | EmptyTable(_) => true,
+            Query(e) => e.is_invalid_input(),
+            Layout(e) => e.is_invalid_input(),
+            Store(e) => e.is_invalid_input(),
+            _ => false,
+        }
+    }
+}
+
+/// How to advise.
+#[derive(Debug, Clone)]
+pub struct AdviseOptions {
+    /// Generated candidates to estimate, besides the current layout and arrival order.
+    pub candidates: usize,
+    /// Rows of the sample.
+    pub sample_rows: usize,
+    /// The name statements use for the table (default: its own).
+    pub sql_name: Option<String>,
+    /// The zstd level the table's objects are written with.
+    pub zstd_level: i32,
+    /// A candidate is recommended over the current layout only when it reads less than this
+    /// share of the current layout's bytes (a change costs a re-clustering).
+    pub margin: f64,
+}
+
+impl Default for AdviseOptions {
+    fn default() -> Self {
+        AdviseOptions {
+            candidates: 10,
+            sample_rows: 100_000,
+            sql_name: None,
+            zstd_level: 3,
+            margin: 0.95,
+        }
+    }
+}
+
+/// One candidate's estimate.
+#[derive(Debug, Clone, Serialize)]
+pub struct Estimate {
+    pub name: String,
+    pub kind: CandidateKind,
+    pub layout: Layout,
+    /// Bytes the log's statements would fetch, each times its weight.
+    pub bytes: u64,
+    /// `bytes` over the current layout's.
+    pub relative: f64,
+    /// Bytes the table would take stored.
+    pub stored_bytes: u64,
+    /// Sorting and encoding the sample in this order, over the same for the current layout.
+    pub load_cost: f64,
+    pub statements: Vec<StatementEstimate>,
+}
+
+/// The answer: candidates ranked by the bytes the log would fetch, fewest first.
+#[derive(Debug, Clone, Serialize)]
+pub struct Advice {
+    pub table: String,
+    pub table_rows: u64,
+    pub table_objects: usize,
+    pub table_bytes: u64,
+    pub sample_rows: usize,
+    /// Statements advised on, and their total weight.
+    pub statements: usize,
+    pub weight: u64,
+    pub skipped: Vec<Skipped>,
+    pub candidates: Vec<Estimate>,
+    /// Index into `candidates` of the layout recommended: the first, unless the current
+    /// layout reads within the margin of it.
+    pub recommended: usize,
+    pub seconds: f64,
+}
+
+impl Advice {
+    /// The recommended candidate.
+    pub fn best(&self) -> &Estimate {
+        &self.candidates[self.recommended]
+    }
+}
+
+/// Advises on `table`'s layout from the statements of `log` (see the crate docs).
+#[tracing::instrument(skip_all, fields(table = %table))]
+pub async fn advise(
+    store: &Store,
+    table: &str,
+    log: &str,
+    opts: &AdviseOptions,
+) -> Result<Advice, AdviseError> {
+    let started = Instant::now();
+    if opts.sample_rows == 0 {
+        return Err(AdviseError::NoSampleRows);
+    }
+    let statements = parse_log(log)?;
+    let q = QueryTable::open(
+        store,
+        table,
+        &QueryOptions {
+            sql_name: opts.sql_name.clone(),
+            ..QueryOptions::default()
+        },
+    )
+    .await?;
+    let schema = q.file_schema().clone();
+    let planned = statements::plan_all(&q, &schema, &statements).await;
+    let Split {
+        advised: scans,
+        skipped,
+    } = split(table, &planned)?;
+    let current = LayoutStore::new(store, table)?.load().await?;
+    let columns = sampled_columns(&scans, &current, &schema);
+    let sample = sample::read(store, table, &schema, &columns, opts.sample_rows).await?;
+    if sample.batch.num_rows() == 0 {
+        return Err(AdviseError::EmptyTable(table.to_string()));
+    }
+    let weighted: Vec<Weighted> = scans
+        .iter()
+        .map(|a| Weighted {
+            weight: a.statement.weight,
+            scan: a.scan,
+        })
+        .collect();
+    let time = time_column(&current, &weighted, &schema);
+    let candidates = candidates::candidates(&candidates::Inputs {
+        current: &current,
+        schema: sample.batch.schema_ref(),
+        scans: &weighted,
+        time_span: time
+            .as_deref()
+            .and_then(|t| time_span(&sample.batch, t, None)),
+        range_spans: &range_spans(&sample.batch, time.as_deref(), &weighted),
+        max: opts.candidates,
+    });
+    let estimates = estimate_all(&candidates, &sample, &scans, &schema, &q, opts)?;
+    Ok(rank(
+        Advice {
+            table: table.to_string(),
+            table_rows: sample.table_rows,
+            table_objects: sample.objects,
+            table_bytes: sample.table_bytes,
+            sample_rows: sample.batch.num_rows(),
+            statements: scans.len(),
+            weight: scans.iter().map(|a| a.statement.weight).sum(),
+            skipped,
+            candidates: estimates,
+            recommended: 0,
+            seconds: 0.0,
+        },
+        opts.margin,
+        started,
+    ))
+}
+
+/// A statement advised on, with its scans.
+#[derive(Clone, Copy)]
+struct Advised<'a> {
+    statement: &'a Statement,
+    scan: &'a Scan,
+}
+
+/// The statements that planned and read the table, and the others with why.
+struct Split<'a> {
+    advised: Vec<Advised<'a>>,
+    skipped: Vec<Skipped>,
+}
+
+fn split<'a>(table: &str, planned: &'a [Planned]) -> Result<Split<'a>, AdviseError> {
+    let mut scans = Vec::new();
+    let mut skipped = Vec::new();
+    for p in planned {
+        match &p.scan {
+            Ok(scan) => scans.push(Advised {
+                statement: &p.statement,
+                scan,
+            }),
+            Err(e) => skipped.push(Skipped {
+                line: p.statement.line,
+                sql: p.statement.sql.clone(),
+                error: e.clone(),
+            }),
+        }
+    }
+    if scans.is_empty() {
+        let first = &skipped[0];
+        return Err(AdviseError::NoStatement {
+            table: table.to_string(),
+            skipped: skipped.len(),
+            line: first.line,
+            error: first.error.clone(),
+        });
+    }
+    if scans
+        .iter()
+        .all(|a| a.scan.columns.is_empty() && a.scan.predicates.is_empty())
+    {
+        return Err(AdviseError::NoColumn(table.to_string()));
+    }
+    Ok(Split {
+        advised: scans,
+        skipped,
+    })
+}
+
+/// The columns the sample needs: those the statements read, compare and group by, and the
+/// current layout's.
+fn sampled_columns(scans: &[Advised<'_>], current: &Layout, schema: &Schema) -> Vec<String> {
+    let mut set = BTreeSet::new();
+    for s in scans.iter().map(|a| a.scan) {
+        set.extend(s.columns.iter().cloned());
+        set.extend(s.group_by.iter().cloned());
+        set.extend(s.predicates.iter().map(|p| p.column.clone()));
+    }
+    set.extend(
+        current
+            .sort_columns()
+            .into_iter()
+            .map(|(_, c)| c.to_string()),
+    );
+    set.extend(current.time.clone());
+    schema
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .filter(|c| set.contains(c))
+        .collect()
+}
+
+/// The time column candidates use: the current layout's, else the time-typed column that
+/// ranges name most (as [`candidates`] picks it).
+fn time_column(current: &Layout, scans: &[Weighted<'_>], schema: &Schema) -> Option<String> {
+    candidates::time_column(current, scans, schema)
+}
+
+/// Seconds between the oldest and newest time of the sample's rows (of those `rows` selects).
+fn time_span(
+    batch: &arrow::array::RecordBatch,
+    time: &str,
+    rows: Option<&arrow::array::BooleanArray>,
+) -> Option<u64> {
+    use arrow::array::AsArray;
+    use arrow::datatypes::Int64Type;
+    let secs = ravel_layout::time_bucket(batch.column_by_name(time)?.as_ref(), 1).ok()?;
+    let secs = match rows {
+        Some(r) => arrow::compute::filter(&secs, r).ok()?,
+        None => secs,
+    };
+    let secs = secs.as_primitive_opt::<Int64Type>()?;
+    let lo = arrow::compute::min(secs)?;
+    let hi = arrow::compute::max(secs)?;
+    Some((hi - lo).max(0) as u64)
+}
+
+/// For each range with both bounds, the time its rows in the sample cover, with its weight:
+/// what a bucket should hold for the range to read few buckets.
+fn range_spans(
+    batch: &arrow::array::RecordBatch,
+    time: Option<&str>,
+    scans: &[Weighted<'_>],
+) -> Vec<Span> {
+    use ravel_query::prune::Test;
+    let Some(time) = time else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for Weighted { weight, scan } in scans {
+        let mut bounds: std::collections::BTreeMap<&str, (Option<f64>, Option<f64>)> =
+            Default::default();
+        for p in &scan.predicates {
+            if let Test::Range { low, high, .. } = &p.test {
+                let b = bounds.entry(p.column.as_str()).or_default();
+                b.0 = b.0.or(*low);
+                b.1 = b.1.or(*high);
+            }
+        }
+        for (column, (low, high)) in bounds {
+            let (Some(low), Some(high)) = (low, high) else {
+                continue;
+            };
+            let Some(rows) = in_range(batch, column, low, high) else {
+                continue;
+            };
+            if let Some(span) = time_span(batch, time, Some(&rows)) {
+                out.push(Span {
+                    seconds: span.max(1),
+                    weight: *weight,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The rows whose `column` lies within `[low, high]`, compared as numbers.
+fn in_range(
+    batch: &arrow::array::RecordBatch,
+    column: &str,
+    low: f64,
+    high: f64,
+) -> Option<arrow::array::BooleanArray> {
+    use arrow::array::AsArray;
+    use arrow::datatypes::{DataType, Float64Type};
+    let a = batch.column_by_name(column)?;
+    let a = match a.data_type() {
+        DataType::Date32 | DataType::Date64 | DataType::Timestamp(_, _) => arrow::compute::cast(
+            &arrow::compute::cast(a, &DataType::Int64).ok()?,
+            &DataType::Float64,
+        ),
+        _ => arrow::compute::cast(a, &DataType::Float64),
+    }
+    .ok()?;
+    let values = a.as_primitive_opt::<Float64Type>()?;
+    Some(
+        values
+            .iter()
+            .map(|v| v.map(|v| low <= v && v <= high))
+            .collect(),
+    )
+}
+
+/// Every candidate simulated and costed, the current layout's simulation scaling all.
+fn estimate_all(
+    candidates: &[Candidate],
+    sample: &sample::Sample,
+    scans: &[Advised<'_>],
+    schema: &Schema,
+    q: &QueryTable,
+    opts: &AdviseOptions,
+) -> Result<Vec<Estimate>, AdviseError> {
+    let lookups = lookups(scans);
+    let sims = candidates
+        .iter()
+        .map(|c| estimate::simulate(&sample.batch, c, sample.objects, opts.zstd_level, &lookups))
+        .collect::<Result<Vec<Simulated>, _>>()?;
+    let columns: Vec<String> = sample
+        .batch
+        .schema_ref()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    let current = &sims[0];
+    let scale = Scale {
+        per_column: current
+            .column_totals()
+            .iter()
+            .zip(&columns)
+            .map(|(&sim, c)| {
+                let real = sample.column_bytes.get(c).copied().unwrap_or(0) as f64;
+                if sim == 0 { 0.0 } else { real / sim as f64 }
+            })
+            .collect(),
+        page_rows: columns
+            .iter()
+            .map(|c| {
+                let rows = sample
+                    .page_rows
+                    .get(c)
+                    .copied()
+                    .unwrap_or(sample.table_rows as f64);
+                rows * sample.fraction()
+            })
+            .collect(),
+        bloom_bytes: sample.bloom_bytes.clone(),
+        open_object: open_object(q, sample),
+        open_table: q.opened().traffic.bytes,
+        file_columns: schema
+            .fields()
+            .iter()
+            .map(|f| match columns.iter().position(|c| c == f.name()) {
+                Some(i) => estimate::FileColumn::Sampled(i),
+                None => estimate::FileColumn::Other(
+                    sample.column_bytes.get(f.name()).copied().unwrap_or(0) as f64
+                        / sample.objects.max(1) as f64,
+                ),
+            })
+            .collect(),
+    };
+    let unsampled: u64 = sample
+        .column_bytes
+        .iter()
+        .filter(|(c, _)| !columns.contains(c))
+        .map(|(_, b)| b)
+        .sum();
+    let pruner = Pruner::new(schema);
+    let mut out = Vec::new();
+    for (c, sim) in candidates.iter().zip(&sims) {
+        let statements: Vec<StatementEstimate> = scans
+            .iter()
+            .map(|a| {
+                let cost = estimate::cost(sim, a.scan, &pruner, &scale, &columns);
+                StatementEstimate {
+                    line: a.statement.line,
+                    weight: a.statement.weight,
+                    kept: cost.kept,
+                    read: cost.read,
+                    objects: estimate::object_count(sim),
+                    bytes: cost.bytes,
+                }
+            })
+            .collect();
+        let stored: f64 = sim
+            .column_totals()
+            .iter()
+            .zip(&scale.per_column)
+            .map(|(&b, s)| b as f64 * s)
+            .sum::<f64>()
+            + unsampled as f64
+            + sample.page_index_bytes * estimate::object_count(sim) as f64;
+        out.push(Estimate {
+            name: c.name.clone(),
+            kind: c.kind,
+            layout: c.layout.clone(),
+            bytes: statements.iter().map(|s| s.bytes * s.weight).sum(),
+            relative: 0.0,
+            stored_bytes: stored.round() as u64,
+            load_cost: sim.seconds / current.seconds.max(1e-9),
+            statements,
+        });
+    }
+    Ok(out)
+}
+
+/// The strings the statements compare columns with for equality.
+fn lookups(scans: &[Advised<'_>]) -> estimate::Lookups {
+    let mut out = estimate::Lookups::new();
+    for scan in scans.iter().map(|a| a.scan) {
+        for p in &scan.predicates {
+            if let ravel_query::prune::Test::Equal { strings, .. } = &p.test {
+                out.entry(p.column.clone())
+                    .or_default()
+                    .extend(strings.iter().cloned());
+            }
+        }
+    }
+    out
+}
+
+/// How many times the query path reads an object's footer (the file's last
+/// `metadata_size_hint` bytes): once to plan and once to open it with its page index, as its
+/// store traffic shows.
+const FOOTER_READS: f64 = 1.0;
+
+/// The bytes opening one object costs the query path: its footer reads and its page index.
+fn open_object(q: &QueryTable, sample: &sample::Sample) -> f64 {
+    let hint = q
+        .context()
+        .state()
+        .config()
+        .options()
+        .execution
+        .parquet
+        .metadata_size_hint
+        .unwrap_or(0) as f64;
+    FOOTER_READS * hint.min(sample.object_bytes) + sample.page_index_bytes
+}
+
+/// Ranks the estimates (fewest bytes first, then fewest stored bytes) and picks the one to
+/// recommend.
+fn rank(mut advice: Advice, margin: f64, started: Instant) -> Advice {
+    let current_bytes = advice.candidates[0].bytes.max(1) as f64;
+    for e in &mut advice.candidates {
+        e.relative = e.bytes as f64 / current_bytes;
+    }
+    advice.candidates.sort_by(|a, b| {
+        a.bytes
+            .cmp(&b.bytes)
+            .then(a.stored_bytes.cmp(&b.stored_bytes))
+    });
+    let current = advice
+        .candidates
+        .iter()
+        .position(|e| e.kind == CandidateKind::Current)
+        .expect("the current layout is a candidate");
+    advice.recommended = if advice.candidates[0].relative < margin {
+        0
+    } else {
+        current
+    };
+    advice.seconds = started.elapsed().as_secs_f64();
+    advice
+}
+
+/// What [`apply`] stored.
+#[derive(Debug, Clone, Serialize)]
+pub struct Applied {
+    /// The layout generation stored (the same as before when nothing changed).
+    pub generation: u64,
+    /// Whether the clustering order changed, so that `compact` re-clusters every object.
+    pub reorders: bool,
+    /// Bytes `compact` will rewrite to re-cluster the table.
+    pub rewrite_bytes: u64,
+}
+
+/// Stores `layout`'s stream, time, clustering key and Bloom scope as `table`'s next layout
+/// generation (maintenance policy and fence stay as they are).
+pub async fn apply(
+    store: &Store,
+    table: &str,
+    layout: &Layout,
+    table_bytes: u64,
+) -> Result<Applied, AdviseError> {
+    let layouts = LayoutStore::new(store, table)?;
+    let base = layouts.load().await?;
+    let next = Layout {
+        stream: layout.stream.clone(),
+        time: layout.time.clone(),
+        clustering_key: layout.clustering_key.clone(),
+        bloom: layout.bloom.clone(),
+        ..base.clone()
+    };
+    let reorders = next.sort_key_names() != base.sort_key_names();
+    let updated = layouts.update_from(&base, next).await?;
+    Ok(Applied {
+        generation: updated.layout.generation,
+        reorders,
+        rewrite_bytes: if reorders { table_bytes } else { 0 },
+    })
+}

@@ -1,0 +1,255 @@
+//! The evidence: a sample of the table's rows (short blocks spread evenly over every object,
+//! so that only their pages are fetched and decoded), and what the table's objects cost as
+//! stored (each column's bytes, the bytes a reader fetches to open an object).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use futures::{StreamExt, TryStreamExt};
+use object_store::ObjectStore;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelection};
+use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
+use ravel_log::TableLog;
+use ravel_manifest::ObjectEntry;
+use ravel_store::{ObjectFile, Store, TablePaths};
+
+use crate::AdviseError;
+
+/// Rows of one sampled block: short enough that a sample of a few percent touches rows all
+/// over each object, long enough that a block costs one page decode.
+const BLOCK_ROWS: usize = 32;
+
+/// Objects read at once.
+const CONCURRENCY: usize = 8;
+
+/// A sample of the table and what its objects cost.
+#[derive(Debug)]
+pub struct Sample {
+    /// The sampled rows of the asked columns, in the table's order, as stored.
+    pub batch: RecordBatch,
+    pub table_rows: u64,
+    pub table_bytes: u64,
+    pub objects: usize,
+    /// Stored bytes of each column over the whole table.
+    pub column_bytes: BTreeMap<String, u64>,
+    /// Mean rows of one page of each column, by the objects' offset indexes.
+    pub page_rows: BTreeMap<String, f64>,
+    /// Mean bytes of an object's page index (column and offset indexes).
+    pub page_index_bytes: f64,
+    /// Mean bytes of an object.
+    pub object_bytes: f64,
+    /// Mean bytes of one object's filter of each column in the Bloom sidecars.
+    pub bloom_bytes: BTreeMap<String, f64>,
+}
+
+impl Sample {
+    /// The fraction of the table's rows the sample holds.
+    pub fn fraction(&self) -> f64 {
+        self.batch.num_rows() as f64 / self.table_rows.max(1) as f64
+    }
+}
+
+/// The objects of the table's newest version, its own and other writers'.
+struct Listed {
+    objects: Vec<ObjectEntry>,
+    /// Mean bytes of one object's filter in the Bloom sidecars, per column.
+    bloom_bytes: BTreeMap<String, f64>,
+}
+
+async fn objects(store: &Store, table: &str) -> Result<Listed, AdviseError> {
+    let log = TableLog::new(store.object_store().clone(), TablePaths::new(table)?);
+    let snapshot = log.latest().await?;
+    let manifests = log.manifests(&snapshot).await?;
+    let mut objects: Vec<ObjectEntry> = manifests
+        .iter()
+        .flat_map(|m| m.objects().map(|(_, o)| o.clone()))
+        .collect();
+    let mut blooms: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for m in &manifests {
+        let Some(index) = &m.manifest.blooms else {
+            continue;
+        };
+        for (c, section) in &index.columns {
+            let e = blooms.entry(c.clone()).or_default();
+            e.0 += section.len;
+            e.1 += m.manifest.objects.len() as u64;
+        }
+    }
+    let foreign = snapshot.foreign(log.table());
+    objects.extend(foreign.iter().map(|f| f.entry(0)));
+    Ok(Listed {
+        objects,
+        bloom_bytes: blooms
+            .into_iter()
+            .map(|(c, (bytes, n))| (c, bytes as f64 / n.max(1) as f64))
+            .collect(),
+    })
+}
+
+/// Reads about `target_rows` rows of `columns` (file schema `schema`) from `table`.
+pub async fn read(
+    store: &Store,
+    table: &str,
+    schema: &SchemaRef,
+    columns: &[String],
+    target_rows: usize,
+) -> Result<Sample, AdviseError> {
+    let Listed {
+        objects,
+        bloom_bytes,
+    } = objects(store, table).await?;
+    let table_rows: u64 = objects.iter().map(|o| o.rows).sum();
+    let fraction = (target_rows as f64 / table_rows.max(1) as f64).min(1.0);
+    let indices: Vec<usize> = columns
+        .iter()
+        .filter_map(|c| schema.index_of(c).ok())
+        .collect();
+    let projected = Arc::new(schema.project(&indices)?);
+    let parts: Vec<Part> = futures::stream::iter(objects.iter())
+        .map(|o| read_object(store.object_store().clone(), o, &indices, fraction))
+        .buffered(CONCURRENCY)
+        .try_collect()
+        .await?;
+    let mut column_bytes = BTreeMap::new();
+    let mut pages: BTreeMap<String, u64> = BTreeMap::new();
+    let mut page_index = 0u64;
+    let mut batches = Vec::new();
+    for p in parts {
+        for (c, cost) in p.columns {
+            *column_bytes.entry(c.clone()).or_insert(0) += cost.bytes;
+            *pages.entry(c).or_insert(0) += cost.pages;
+        }
+        page_index += p.page_index_bytes;
+        batches.extend(p.batches);
+    }
+    let n = objects.len().max(1) as f64;
+    let page_rows = pages
+        .into_iter()
+        .filter(|(_, p)| *p > 0)
+        .map(|(c, p)| (c, table_rows as f64 / p as f64))
+        .collect();
+    let batches: Vec<RecordBatch> = batches
+        .into_iter()
+        .map(|b| RecordBatch::try_new(projected.clone(), b.columns().to_vec()))
+        .collect::<Result<_, _>>()?;
+    Ok(Sample {
+        batch: arrow::compute::concat_batches(&projected, &batches)?,
+        table_rows,
+        table_bytes: objects.iter().map(|o| o.bytes).sum(),
+        objects: objects.len(),
+        column_bytes,
+        page_rows,
+        page_index_bytes: page_index as f64 / n,
+        bloom_bytes,
+        object_bytes: objects.iter().map(|o| o.bytes).sum::<u64>() as f64 / n,
+    })
+}
+
+/// One object's sampled rows and costs.
+struct Part {
+    batches: Vec<RecordBatch>,
+    columns: BTreeMap<String, ColumnCost>,
+    page_index_bytes: u64,
+}
+
+/// What one column of an object stores.
+#[derive(Debug, Default)]
+struct ColumnCost {
+    bytes: u64,
+    /// Data pages, by the offset index (0 without one).
+    pages: u64,
+}
+
+async fn read_object(
+    store: Arc<dyn ObjectStore>,
+    o: &ObjectEntry,
+    indices: &[usize],
+    fraction: f64,
+) -> Result<Part, AdviseError> {
+    let mut reader =
+        ObjectFile::new(store, &o.key, o.bytes).with_page_index(PageIndexPolicy::Optional);
+    let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+    let meta = ArrowReaderMetadata::load_async(&mut reader, options).await?;
+    let (columns, page_index_bytes) = costs(meta.metadata());
+    let rows = meta.metadata().file_metadata().num_rows() as usize;
+    let mask = ProjectionMask::roots(
+        meta.metadata().file_metadata().schema_descr(),
+        indices.iter().copied(),
+    );
+    let batches = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, meta)
+        .with_projection(mask)
+        .with_row_selection(blocks(rows, fraction))
+        .with_batch_size(8192)
+        .build()?
+        .try_collect()
+        .await?;
+    Ok(Part {
+        batches,
+        columns,
+        page_index_bytes,
+    })
+}
+
+/// Blocks of [`BLOCK_ROWS`] spread evenly over `rows`, about `fraction` of them in all.
+fn blocks(rows: usize, fraction: f64) -> RowSelection {
+    if fraction >= 1.0 {
+        return RowSelection::from_consecutive_ranges(std::iter::once(0..rows), rows);
+    }
+    let want = (rows as f64 * fraction).round() as usize;
+    let count = want.div_ceil(BLOCK_ROWS).max(1);
+    let len = want.div_ceil(count).min(rows);
+    let ranges = (0..count).map(|k| {
+        let start = k * rows / count;
+        start..(start + len).min(rows)
+    });
+    RowSelection::from_consecutive_ranges(ranges, rows)
+}
+
+/// Each top-level column's stored bytes and pages, and the bytes of the page index.
+fn costs(meta: &ParquetMetaData) -> (BTreeMap<String, ColumnCost>, u64) {
+    let mut columns: BTreeMap<String, ColumnCost> = BTreeMap::new();
+    let mut page_index = 0u64;
+    for (g, rg) in meta.row_groups().iter().enumerate() {
+        let mut counted = std::collections::BTreeSet::new();
+        for (i, c) in rg.columns().iter().enumerate() {
+            let name = &c.column_path().parts()[0];
+            let cost = columns.entry(name.clone()).or_default();
+            cost.bytes += c.compressed_size() as u64;
+            // A nested column's pages: its first leaf's.
+            if counted.insert(name.clone()) {
+                let pages = meta
+                    .offset_index()
+                    .and_then(|o| o.get(g)?.get(i))
+                    .map_or(0, |o| o.page_locations().len());
+                cost.pages += pages as u64;
+            }
+            let len = |l: Option<i32>| l.unwrap_or(0).max(0) as u64;
+            page_index += len(c.column_index_length()) + len(c.offset_index_length());
+        }
+    }
+    (columns, page_index)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_spread_over_the_object_and_hold_the_fraction() {
+        let s = blocks(1_000_000, 0.05);
+        let selected = s.row_count();
+        assert!((49_900..=50_100).contains(&selected), "{selected}");
+        let ranges: Vec<_> = s.iter().filter(|r| !r.skip).collect();
+        assert!(ranges.len() > 1000, "{} blocks", ranges.len());
+        assert_eq!(blocks(100, 1.0).row_count(), 100);
+        assert_eq!(blocks(100, 0.05).row_count(), 5);
+        assert_eq!(
+            blocks(10, 0.01).row_count(),
+            0,
+            "a tenth of a row rounds to none"
+        );
+    }
+}

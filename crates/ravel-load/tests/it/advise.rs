@@ -1,0 +1,71 @@
+//! `ravel-load advise` on a loaded local table: a ranking and the commands that set the best
+//! layout, `--json` in the layout document's form, `--apply` then `compact`, and exit 2 for
+//! the bad inputs.
+
+use crate::common::{fails, ok, p};
+
+#[test]
+fn advise_ranks_layouts_applies_the_best_and_refuses_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("h.parquet");
+    let store = dir.path().join("store");
+    let (s, i) = (p(&store), p(&input));
+    ok(&format!("gen --rows 40000 --seed 4 --out {i}"));
+    ok(&format!(
+        "layout --store {s} --table hits schema set --hits"
+    ));
+    ok(&format!(
+        "layout --store {s} --table hits clustering-key set --column EventDate --column UserID"
+    ));
+    ok(&format!(
+        "load --store {s} --table hits --input {i} --object-bytes 200000 --compact"
+    ));
+    let log = dir.path().join("log.sql");
+    let write = |text: &str| std::fs::write(&log, text).unwrap();
+    let l = p(&log);
+    write(
+        "3\tSELECT COUNT(*) FROM hits WHERE \"RegionID\" = 229\nSELECT \"URL\" FROM hits WHERE \"RegionID\" IN (1, 2)\n",
+    );
+
+    let out = ok(&format!("advise --store {s} --table hits --queries {l}"));
+    assert!(out.contains("2 statements (weight 4)"), "{out}");
+    assert!(out.contains("stream set --column RegionID"), "{out}");
+    assert!(out.contains("ravel-load compact --table hits"), "{out}");
+
+    let json: serde_json::Value = serde_json::from_str(&ok(&format!(
+        "advise --store {s} --table hits --queries {l} --json"
+    )))
+    .unwrap();
+    let best = &json["recommended"];
+    assert_eq!(best["stream"], "RegionID");
+    assert!(best["clustering_key"]["columns"].is_array(), "{best}");
+    assert!(best["bloom"]["scope"].is_string() || best["bloom"]["scope"].is_object());
+    let first = &json["advice"]["candidates"][0];
+    assert!(
+        first["bytes"].as_u64().unwrap() > 0 && first["statements"].as_array().unwrap().len() == 2
+    );
+
+    let out = ok(&format!(
+        "advise --store {s} --table hits --queries {l} --apply"
+    ));
+    assert!(out.contains("re-clusters the table, rewriting"), "{out}");
+    let shown: serde_json::Value =
+        serde_json::from_str(&ok(&format!("layout --store {s} --table hits show"))).unwrap();
+    assert_eq!(shown["stream"], "RegionID");
+    ok(&format!("compact --store {s} --table hits"));
+    ok(&format!("verify --store {s} --table hits --deep"));
+
+    write("-- nothing\n");
+    let err = fails(2, &format!("advise --store {s} --table hits --queries {l}"));
+    assert!(err.contains("empty"), "{err}");
+    write("SELECT COUNT(*) FROM hits\n");
+    let err = fails(2, &format!("advise --store {s} --table hits --queries {l}"));
+    assert!(err.contains("touch no column"), "{err}");
+    write("SELECT \"UserID\" FROM hits\n");
+    let err = fails(
+        2,
+        &format!("advise --store {s} --table hits --queries {l} --sample-rows 0"),
+    );
+    assert!(err.contains("sample of 0 rows"), "{err}");
+    fails(2, &format!("advise --store {s} --table nope --queries {l}"));
+}
