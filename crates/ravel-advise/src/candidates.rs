@@ -4,7 +4,8 @@
 //! - time: the layout's time column (else the time-typed column ranges name most), bucketed by
 //!   the time the rows of the statements' ranges cover (measured on the sample), by a day, and
 //!   by the whole time the sample covers;
-//! - Bloom scope: the string columns compared for equality.
+//! - Bloom scope: the string columns compared for equality, but the stream (its ranges find a
+//!   value's objects).
 //!
 //! The current layout and arrival order ("no key") always come first, as baselines.
 
@@ -22,7 +23,8 @@ use crate::statements::Scan;
 /// One layout to estimate.
 #[derive(Debug, Clone, Serialize)]
 pub struct Candidate {
-    /// `current`, `arrival`, or the layout in short (`CounterID | 1d | EventDate,UserID`).
+    /// `current`, `arrival`, or the layout in short (`CounterID / 1d / EventDate,UserID /
+    /// bloom none`).
     pub name: String,
     pub layout: Layout,
     pub kind: CandidateKind,
@@ -210,7 +212,7 @@ fn generated(i: &Inputs<'_>, t: &Tally, time: &str) -> Vec<(Layout, f64)> {
                         columns: key.clone(),
                         bucket_width: *width,
                     }),
-                    bloom: bloom.clone(),
+                    bloom: without(&bloom, stream.as_deref()),
                     ..i.current.clone()
                 };
                 if layout.validate_for(i.schema).is_ok() {
@@ -325,13 +327,34 @@ fn bloom_scope(i: &Inputs<'_>, t: &Tally) -> Bloom {
     }
 }
 
-/// `stream | bucket | keys | bloom`, as a short name.
+/// `bloom` without the stream column: the manifest's ranges of the column every object is
+/// sorted by first find a looked-up value's objects without a filter.
+fn without(bloom: &Bloom, stream: Option<&str>) -> Bloom {
+    let BloomScope::Columns(cols) = &bloom.scope else {
+        return bloom.clone();
+    };
+    let rest: Vec<String> = cols
+        .iter()
+        .filter(|c| Some(c.as_str()) != stream)
+        .cloned()
+        .collect();
+    Bloom {
+        scope: if rest.is_empty() {
+            BloomScope::None
+        } else {
+            BloomScope::Columns(rest)
+        },
+        fpp: bloom.fpp,
+    }
+}
+
+/// `stream / bucket / keys / bloom`, as a short name.
 pub fn short_name(l: &Layout) -> String {
     let Some(k) = &l.clustering_key else {
         return "arrival".into();
     };
     format!(
-        "{} | {} | {} | bloom {}",
+        "{} / {} / {} / bloom {}",
         l.stream.as_deref().unwrap_or("-"),
         k.bucket_width,
         k.columns.join(","),

@@ -87,16 +87,58 @@ fn order(sample: &RecordBatch, c: &Candidate) -> Result<UInt32Array, AdviseError
 /// The strings the statements look up, by column: each is in some object of the table.
 pub type Lookups = BTreeMap<String, std::collections::BTreeSet<String>>;
 
-/// Simulates candidate `c` on `sample`, cut into `objects` objects.
+/// What makes two candidates' simulations the same: the order they put the sample in, the
+/// columns their manifests record and their Bloom scope (bucket widths that a key column
+/// already splits on give the same order).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signature {
+    order: u64,
+    layout_columns: Vec<String>,
+    bloom_columns: Vec<String>,
+    arrival: bool,
+}
+
+/// The order candidate `c` puts the sample in.
+pub struct Ordered {
+    pub signature: Signature,
+    pub order: UInt32Array,
+}
+
+/// The order and [`Signature`] of candidate `c` on `sample`.
+pub fn ordered(sample: &RecordBatch, c: &Candidate) -> Result<Ordered, AdviseError> {
+    let order = order(sample, c)?;
+    let bytes: Vec<u8> = order
+        .values()
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let signature = Signature {
+        order: fnv1a(&bytes),
+        layout_columns: layout_columns(&c.layout),
+        bloom_columns: c
+            .layout
+            .bloom
+            .scope
+            .columns(sample.schema_ref())
+            .into_iter()
+            .map(String::from)
+            .collect(),
+        arrival: c.kind == CandidateKind::Arrival,
+    };
+    Ok(Ordered { signature, order })
+}
+
+/// Simulates candidate `c` on `sample` put in `order`, cut into `objects` objects.
 pub fn simulate(
     sample: &RecordBatch,
     c: &Candidate,
+    order: &UInt32Array,
     objects: usize,
     zstd_level: i32,
     lookups: &Lookups,
 ) -> Result<Simulated, AdviseError> {
     let started = Instant::now();
-    let sorted = take_record_batch(sample, &order(sample, c)?)?;
+    let sorted = take_record_batch(sample, order)?;
     let n = sorted.num_rows();
     let k = objects.clamp(1, n.max(1));
     let layout_columns = layout_columns(&c.layout);
@@ -384,12 +426,18 @@ pub struct Scale {
 }
 
 /// One column of the table's files.
-#[derive(Debug, Clone, Copy)]
-pub enum FileColumn {
-    /// A sampled column (its index in the sample).
-    Sampled(usize),
-    /// A column not sampled, with its mean bytes in an object.
-    Other(f64),
+#[derive(Debug, Clone)]
+pub struct FileColumn {
+    pub name: String,
+    /// Its index in the sample, if sampled (its size then follows the candidate's order);
+    /// otherwise its stored size stands.
+    pub sampled: Option<usize>,
+    /// Mean stored bytes in an object (for a column not sampled).
+    pub bytes: f64,
+    /// The sample's rows in one of the table's pages of it.
+    pub page_rows: f64,
+    /// The share of its chunk that its dictionary page takes (read with any data page).
+    pub dictionary_share: f64,
 }
 
 /// The cost of `scan` under the simulated candidate: objects kept by the manifest are opened;
@@ -403,16 +451,17 @@ pub fn cost(
     columns: &[String],
 ) -> Cost {
     let equality = pruner.equality_columns(&scan.filters);
-    let read_columns: Vec<usize> = columns
+    let read_columns: Vec<usize> = scale
+        .file_columns
         .iter()
         .enumerate()
-        .filter(|(_, c)| scan.columns.contains(*c))
+        .filter(|(_, f)| scan.columns.contains(&f.name))
         .map(|(i, _)| i)
         .collect();
     let filter_columns: Vec<usize> = columns
         .iter()
         .enumerate()
-        .filter(|(_, c)| scan.predicates.iter().any(|p| &p.column == *c))
+        .filter(|(_, c)| scan.filtered.contains(*c))
         .map(|(i, _)| i)
         .collect();
     let predicate = predicate(&scan.filters, sim);
@@ -437,12 +486,32 @@ pub fn cost(
         read += 1;
         let selected = selected_rows(o, &filter_columns, pruner, scale, &scan.filters);
         let matching = matching_rows(o, predicate.as_ref(), &selected);
-        // Filter columns are read first, where the page index keeps rows; the others then
-        // only where rows pass the filters (the query path pushes filters into the scan).
-        let (first, then): (Vec<usize>, Vec<usize>) = read_columns
+        // Filter columns are read first, where the page index keeps rows, each in a request
+        // of its own; the others then only where rows pass the filters (the query path pushes
+        // filters into the scan), in one request.
+        let (first, then): (Vec<usize>, Vec<usize>) = read_columns.iter().partition(|&&f| {
+            scale.file_columns[f]
+                .sampled
+                .is_some_and(|c| filter_columns.contains(&c))
+        });
+        // Each filter column is its own predicate, fetched on its own.
+        bytes += first
             .iter()
-            .partition(|c| filter_columns.contains(c));
-        bytes += fetched(o, scale, &first, &selected) + fetched(o, scale, &then, &matching);
+            .map(|&f| fetched(o, scale, &[f], &selected))
+            .sum::<f64>();
+        bytes += match &scan.top_k {
+            None => fetched(o, scale, &then, &matching),
+            // A top-k reads its sort columns where rows pass; its bound then skips the rows
+            // of the rest but a few (left out).
+            Some(keys) => {
+                let sort: Vec<usize> = then
+                    .iter()
+                    .copied()
+                    .filter(|&f| keys.contains(&scale.file_columns[f].name))
+                    .collect();
+                fetched(o, scale, &sort, &matching)
+            }
+        };
     }
     Cost {
         kept,
@@ -590,13 +659,13 @@ fn fetched(o: &SimObject, scale: &Scale, columns: &[usize], rows: &[bool]) -> f6
     }
     let mut ranges: Vec<(f64, f64)> = Vec::new();
     let mut at = 0.0;
-    for fc in &scale.file_columns {
-        let (size, sampled) = match *fc {
-            FileColumn::Sampled(c) => (o.column_bytes[c] as f64 * scale.per_column[c], Some(c)),
-            FileColumn::Other(bytes) => (bytes, None),
+    for (f, fc) in scale.file_columns.iter().enumerate() {
+        let size = match fc.sampled {
+            Some(c) => o.column_bytes[c] as f64 * scale.per_column[c],
+            None => fc.bytes,
         };
-        if let Some(c) = sampled.filter(|c| columns.contains(c)) {
-            let all: Vec<std::ops::Range<usize>> = pages(n, scale.page_rows[c]).collect();
+        if columns.contains(&f) {
+            let all: Vec<std::ops::Range<usize>> = pages(n, fc.page_rows).collect();
             let mut hit: Vec<&std::ops::Range<usize>> = all
                 .iter()
                 .filter(|p| rows[(*p).clone()].iter().any(|&s| s))
@@ -606,11 +675,18 @@ fn fetched(o: &SimObject, scale: &Scale, columns: &[usize], rows: &[bool]) -> f6
             if hit.is_empty() {
                 hit.push(&all[all.len() / 2]);
             }
-            let per_row = size / n as f64;
-            ranges.extend(
-                hit.iter()
-                    .map(|p| (at + p.start as f64 * per_row, at + p.end as f64 * per_row)),
-            );
+            let dictionary = size * fc.dictionary_share;
+            if dictionary > 0.0 {
+                ranges.push((at, at + dictionary));
+            }
+            let data = at + dictionary;
+            let per_row = (size - dictionary) / n as f64;
+            ranges.extend(hit.iter().map(|p| {
+                (
+                    data + p.start as f64 * per_row,
+                    data + p.end as f64 * per_row,
+                )
+            }));
         }
         at += size;
     }

@@ -108,7 +108,7 @@ impl Default for AdviseOptions {
     fn default() -> Self {
         AdviseOptions {
             candidates: 10,
-            sample_rows: 100_000,
+            sample_rows: 50_000,
             sql_name: None,
             zstd_level: 3,
             margin: 0.95,
@@ -150,6 +150,19 @@ pub struct Advice {
     /// layout reads within the margin of it.
     pub recommended: usize,
     pub seconds: f64,
+    /// Where the time went.
+    pub stages: Stages,
+}
+
+/// Seconds of each stage of [`advise`].
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Stages {
+    /// Opening the table and planning the statements.
+    pub plan_s: f64,
+    /// Reading the sample.
+    pub sample_s: f64,
+    /// Simulating and costing the candidates.
+    pub estimate_s: f64,
 }
 
 impl Advice {
@@ -189,7 +202,12 @@ pub async fn advise(
     } = split(table, &planned)?;
     let current = LayoutStore::new(store, table)?.load().await?;
     let columns = sampled_columns(&scans, &current, &schema);
+    let mut stages = Stages {
+        plan_s: started.elapsed().as_secs_f64(),
+        ..Stages::default()
+    };
     let sample = sample::read(store, table, &schema, &columns, opts.sample_rows).await?;
+    stages.sample_s = started.elapsed().as_secs_f64() - stages.plan_s;
     if sample.batch.num_rows() == 0 {
         return Err(AdviseError::EmptyTable(table.to_string()));
     }
@@ -212,6 +230,7 @@ pub async fn advise(
         max: opts.candidates,
     });
     let estimates = estimate_all(&candidates, &sample, &scans, &schema, &q, opts)?;
+    stages.estimate_s = started.elapsed().as_secs_f64() - stages.plan_s - stages.sample_s;
     Ok(rank(
         Advice {
             table: table.to_string(),
@@ -225,6 +244,7 @@ pub async fn advise(
             candidates: estimates,
             recommended: 0,
             seconds: 0.0,
+            stages,
         },
         opts.margin,
         started,
@@ -285,8 +305,10 @@ fn split<'a>(table: &str, planned: &'a [Planned]) -> Result<Split<'a>, AdviseErr
 /// current layout's.
 fn sampled_columns(scans: &[Advised<'_>], current: &Layout, schema: &Schema) -> Vec<String> {
     let mut set = BTreeSet::new();
+    // Columns only read keep their stored sizes: the sample holds the columns whose order
+    // matters (compared, filtered, grouped by, or a layout's).
     for s in scans.iter().map(|a| a.scan) {
-        set.extend(s.columns.iter().cloned());
+        set.extend(s.filtered.iter().cloned());
         set.extend(s.group_by.iter().cloned());
         set.extend(s.predicates.iter().map(|p| p.column.clone()));
     }
@@ -407,10 +429,31 @@ fn estimate_all(
     opts: &AdviseOptions,
 ) -> Result<Vec<Estimate>, AdviseError> {
     let lookups = lookups(scans);
-    let sims = candidates
-        .iter()
-        .map(|c| estimate::simulate(&sample.batch, c, sample.objects, opts.zstd_level, &lookups))
-        .collect::<Result<Vec<Simulated>, _>>()?;
+    let mut sims: Vec<std::sync::Arc<Simulated>> = Vec::new();
+    let mut done: Vec<(estimate::Signature, std::sync::Arc<Simulated>)> = Vec::new();
+    for c in candidates {
+        let started = Instant::now();
+        let estimate::Ordered { signature, order } = estimate::ordered(&sample.batch, c)?;
+        let sort_s = started.elapsed().as_secs_f64();
+        let sim = match done.iter().find(|(s, _)| *s == signature) {
+            Some((_, sim)) => sim.clone(),
+            None => {
+                let mut sim = estimate::simulate(
+                    &sample.batch,
+                    c,
+                    &order,
+                    sample.objects,
+                    opts.zstd_level,
+                    &lookups,
+                )?;
+                sim.seconds += sort_s;
+                let sim = std::sync::Arc::new(sim);
+                done.push((signature, sim.clone()));
+                sim
+            }
+        };
+        sims.push(sim);
+    }
     let columns: Vec<String> = sample
         .batch
         .schema_ref()
@@ -443,17 +486,7 @@ fn estimate_all(
         bloom_bytes: sample.bloom_bytes.clone(),
         open_object: open_object(q, sample),
         open_table: q.opened().traffic.bytes,
-        file_columns: schema
-            .fields()
-            .iter()
-            .map(|f| match columns.iter().position(|c| c == f.name()) {
-                Some(i) => estimate::FileColumn::Sampled(i),
-                None => estimate::FileColumn::Other(
-                    sample.column_bytes.get(f.name()).copied().unwrap_or(0) as f64
-                        / sample.objects.max(1) as f64,
-                ),
-            })
-            .collect(),
+        file_columns: file_columns(schema, &columns, sample),
     };
     let unsampled: u64 = sample
         .column_bytes
@@ -463,21 +496,30 @@ fn estimate_all(
         .sum();
     let pruner = Pruner::new(schema);
     let mut out = Vec::new();
+    let mut costed: Vec<(std::sync::Arc<Simulated>, Vec<StatementEstimate>)> = Vec::new();
     for (c, sim) in candidates.iter().zip(&sims) {
-        let statements: Vec<StatementEstimate> = scans
+        let same = costed
             .iter()
-            .map(|a| {
-                let cost = estimate::cost(sim, a.scan, &pruner, &scale, &columns);
-                StatementEstimate {
-                    line: a.statement.line,
-                    weight: a.statement.weight,
-                    kept: cost.kept,
-                    read: cost.read,
-                    objects: estimate::object_count(sim),
-                    bytes: cost.bytes,
-                }
-            })
-            .collect();
+            .find(|(s, _)| std::sync::Arc::ptr_eq(s, sim))
+            .map(|(_, st)| st.clone());
+        let statements: Vec<StatementEstimate> = match same {
+            Some(st) => st,
+            None => scans
+                .iter()
+                .map(|a| {
+                    let cost = estimate::cost(sim, a.scan, &pruner, &scale, &columns);
+                    StatementEstimate {
+                        line: a.statement.line,
+                        weight: a.statement.weight,
+                        kept: cost.kept,
+                        read: cost.read,
+                        objects: estimate::object_count(sim),
+                        bytes: cost.bytes,
+                    }
+                })
+                .collect(),
+        };
+        costed.push((sim.clone(), statements.clone()));
         let stored: f64 = sim
             .column_totals()
             .iter()
@@ -498,6 +540,36 @@ fn estimate_all(
         });
     }
     Ok(out)
+}
+
+/// The table's columns in file order, with what the sample and the objects tell of each.
+fn file_columns(
+    schema: &Schema,
+    sampled: &[String],
+    sample: &sample::Sample,
+) -> Vec<estimate::FileColumn> {
+    let objects = sample.objects.max(1) as f64;
+    schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let name = f.name();
+            let bytes = sample.column_bytes.get(name).copied().unwrap_or(0) as f64;
+            let dictionary = sample.dictionary_bytes.get(name).copied().unwrap_or(0) as f64;
+            let page_rows = sample
+                .page_rows
+                .get(name)
+                .copied()
+                .unwrap_or(sample.table_rows as f64);
+            estimate::FileColumn {
+                name: name.clone(),
+                sampled: sampled.iter().position(|c| c == name),
+                bytes: bytes / objects,
+                page_rows: page_rows * sample.fraction(),
+                dictionary_share: if bytes > 0.0 { dictionary / bytes } else { 0.0 },
+            }
+        })
+        .collect()
 }
 
 /// The strings the statements compare columns with for equality.

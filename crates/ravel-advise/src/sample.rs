@@ -43,6 +43,8 @@ pub struct Sample {
     pub object_bytes: f64,
     /// Mean bytes of one object's filter of each column in the Bloom sidecars.
     pub bloom_bytes: BTreeMap<String, f64>,
+    /// Bytes of each column's dictionary pages over the whole table.
+    pub dictionary_bytes: BTreeMap<String, u64>,
 }
 
 impl Sample {
@@ -114,12 +116,14 @@ pub async fn read(
         .try_collect()
         .await?;
     let mut column_bytes = BTreeMap::new();
+    let mut dictionary_bytes = BTreeMap::new();
     let mut pages: BTreeMap<String, u64> = BTreeMap::new();
     let mut page_index = 0u64;
     let mut batches = Vec::new();
     for p in parts {
         for (c, cost) in p.columns {
             *column_bytes.entry(c.clone()).or_insert(0) += cost.bytes;
+            *dictionary_bytes.entry(c.clone()).or_insert(0) += cost.dictionary;
             *pages.entry(c).or_insert(0) += cost.pages;
         }
         page_index += p.page_index_bytes;
@@ -144,6 +148,7 @@ pub async fn read(
         page_rows,
         page_index_bytes: page_index as f64 / n,
         bloom_bytes,
+        dictionary_bytes,
         object_bytes: objects.iter().map(|o| o.bytes).sum::<u64>() as f64 / n,
     })
 }
@@ -161,6 +166,8 @@ struct ColumnCost {
     bytes: u64,
     /// Data pages, by the offset index (0 without one).
     pages: u64,
+    /// Bytes of its dictionary page.
+    dictionary: u64,
 }
 
 async fn read_object(
@@ -218,6 +225,9 @@ fn costs(meta: &ParquetMetaData) -> (BTreeMap<String, ColumnCost>, u64) {
             let name = &c.column_path().parts()[0];
             let cost = columns.entry(name.clone()).or_default();
             cost.bytes += c.compressed_size() as u64;
+            if let Some(d) = c.dictionary_page_offset() {
+                cost.dictionary += (c.data_page_offset() - d).max(0) as u64;
+            }
             // A nested column's pages: its first leaf's.
             if counted.insert(name.clone()) {
                 let pages = meta

@@ -23,6 +23,11 @@ pub struct Scan {
     pub columns: BTreeSet<String>,
     /// The table's columns the statement groups by.
     pub group_by: BTreeSet<String>,
+    /// The table's columns the filters name.
+    pub filtered: BTreeSet<String>,
+    /// The columns of an `ORDER BY … LIMIT` (a top-k) over the rows: the query path reads the
+    /// other columns of few rows only, once the top-k's bound filters the scan.
+    pub top_k: Option<BTreeSet<String>>,
     /// The filters' comparisons of a column with literals.
     pub predicates: Vec<Predicate>,
 }
@@ -84,6 +89,14 @@ async fn scan_of(
                     .extend(read.into_iter().filter(|c| schema.index_of(c).is_ok()));
                 scan.filters.extend(t.filters.iter().cloned());
             }
+            LogicalPlan::Sort(sort) if sort.fetch.is_some() && over_rows(&sort.input) => {
+                let names = sort.expr.iter().flat_map(|e| e.expr.column_refs());
+                let names: BTreeSet<String> = names
+                    .map(|c| c.name.clone())
+                    .filter(|c| schema.index_of(c).is_ok())
+                    .collect();
+                scan.top_k.get_or_insert_with(BTreeSet::new).extend(names);
+            }
             LogicalPlan::Aggregate(a) => {
                 for e in &a.group_expr {
                     let names = e.column_refs().into_iter().map(|c| c.name.clone());
@@ -100,5 +113,22 @@ async fn scan_of(
         return Err("the statement reads nothing of the table".into());
     }
     scan.predicates = pruner.predicates(&scan.filters);
+    for f in &scan.filters {
+        let names = f.column_refs().into_iter().map(|c| c.name.clone());
+        scan.filtered
+            .extend(names.filter(|c| schema.index_of(c).is_ok()));
+    }
     Ok(scan)
+}
+
+/// Whether `plan` hands on a table's rows one for one (projections and filters over a scan),
+/// so that a top-k above it bounds the scan.
+fn over_rows(plan: &LogicalPlan) -> bool {
+    match plan {
+        LogicalPlan::TableScan(_) => true,
+        LogicalPlan::Projection(p) => over_rows(&p.input),
+        LogicalPlan::Filter(f) => over_rows(&f.input),
+        LogicalPlan::SubqueryAlias(a) => over_rows(&a.input),
+        _ => false,
+    }
 }

@@ -89,7 +89,7 @@ fn print_advice(a: &Advice, table: &str) {
         println!("  left out: line {}: {}", s.line, s.error);
     }
     println!(
-        "{:>4} {:>16} {:>8} {:>14} {:>6}  layout (stream | bucket | key | bloom)",
+        "{:>4} {:>16} {:>8} {:>14} {:>6}  layout (stream / bucket / key / bloom)",
         "rank", "bytes read", "vs now", "stored bytes", "load"
     );
     for (i, e) in a.candidates.iter().enumerate() {
