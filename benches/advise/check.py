@@ -40,9 +40,20 @@ def load_table(bin_, store, name, layout, data):
 
 
 def measure(bin_, store, table, log):
+    """Cold bytes of each statement, by its line in the log."""
     out = run(bin_, "bench-queries", "--store", store, "--table", table, "--queries", log,
               "--json", "--as", "hits")
-    return sum(r["cold_bytes"] for r in json.loads(out))
+    return {r["number"]: r["cold_bytes"] for r in json.loads(out)}
+
+
+def per_statement(candidate, measured):
+    print(f"\nper statement, {candidate['name']}:\n")
+    print("| line | estimated bytes | measured bytes | est/meas |")
+    print("|---|---|---|---|")
+    for s in candidate["statements"]:
+        meas = measured.get(s["line"])
+        ratio = f"{s['bytes'] / meas:.3f}" if meas else "-"
+        print(f"| {s['line']} | {s['bytes']:,} | {meas if meas is None else f'{meas:,}'} | {ratio} |")
 
 
 def main():
@@ -65,10 +76,12 @@ def main():
             load_table(bin_, store, table, c["layout"], data)
         else:
             continue
-        est = sum(s["bytes"] for s in c["statements"])
-        rows.append((i + 1, c["name"], est, measure(bin_, store, table, log), c["kind"]))
+        est = sum(s["bytes"] * s["weight"] for s in c["statements"])
+        measured = measure(bin_, store, table, log)
+        meas = sum(measured[s["line"]] * s["weight"] for s in c["statements"])
+        rows.append((i + 1, c["name"], est, meas, c["kind"], measured))
     current = next(r[3] for r in rows if r[4] == "current")
-    for rank, name, est, meas, kind in rows:
+    for rank, name, est, meas, kind, _ in rows:
         mark = "*" if rank - 1 == a["recommended"] else ""
         print(f"| {rank}{mark} | {name} | {est:,} | {meas:,} | {est / meas:.3f} | {meas / current:.3f} |")
     top = [r for r in rows if r[0] <= 3]
@@ -80,6 +93,8 @@ def main():
     verdict = "matches" if not inverted else f"inverted pairs {inverted}"
     print(f"\nranking of the top three: estimated {[r[0] for r in top]}, measured {by_measured} "
           f"(ties within 1 %): {verdict}")
+    best = next(r for r in rows if r[0] - 1 == a["recommended"])
+    per_statement(a["candidates"][a["recommended"]], best[5])
 
 
 if __name__ == "__main__":

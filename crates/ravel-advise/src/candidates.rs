@@ -295,7 +295,7 @@ fn bucket_widths(i: &Inputs<'_>) -> Vec<BucketWidth> {
 fn weighted_median(spans: &[Span]) -> Option<u64> {
     let mut v = spans.to_vec();
     v.sort();
-    let total: u64 = v.iter().map(|s| s.weight).sum();
+    let total: u64 = v.iter().fold(0u64, |t, s| t.saturating_add(s.weight));
     let mut seen = 0;
     for s in v {
         seen += s.weight;

@@ -37,8 +37,11 @@ struct SimObject {
     stats: ObjectEntry,
     /// Filters of the candidate's Bloom-scope columns.
     blooms: Vec<(String, Filter)>,
-    /// Encoded bytes of each sampled column's chunk of this object (the sample's rows only).
+    /// Encoded bytes of each sampled column's chunk of this object (the sample's rows only),
+    /// with a dictionary where the loader's trial would choose one for the run.
     column_bytes: Vec<u64>,
+    /// Bytes of each sampled column's dictionary page in that chunk (0: no dictionary).
+    dictionary_bytes: Vec<u64>,
     /// The object's sampled rows, in the candidate's order (for its pages).
     rows: RecordBatch,
     /// The same rows as statements see them (binary columns as strings).
@@ -150,7 +153,7 @@ pub fn simulate(
         .into_iter()
         .map(String::from)
         .collect();
-    let props = properties(zstd_level)?;
+    let props = with_trial(&sorted, k, &properties(zstd_level)?)?;
     let leading = c.layout.stream.clone().or_else(|| c.layout.time.clone());
     let unseen = place_unseen(&sorted, k, &bloom_columns, leading.as_deref(), lookups);
     let mut sims = (0..k)
@@ -161,7 +164,11 @@ pub fn simulate(
                 object: j,
                 unseen: &unseen,
             };
-            sim_object(&slice, &layout_columns, &bloom_columns, &props, extra)
+            let blooms = Blooms {
+                columns: &bloom_columns,
+                fpp: c.layout.bloom.fpp,
+            };
+            sim_object(&slice, &layout_columns, blooms, &props, extra)
         })
         .collect::<Result<Vec<SimObject>, AdviseError>>()?;
     if let Some(lead) =
@@ -270,10 +277,17 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
+/// The Bloom filters a candidate writes: its scope's columns, at its false-positive rate.
+#[derive(Clone, Copy)]
+struct Blooms<'a> {
+    columns: &'a [String],
+    fpp: f64,
+}
+
 fn sim_object(
     slice: &RecordBatch,
     layout_columns: &[String],
-    bloom_columns: &[String],
+    bloom: Blooms<'_>,
     props: &WriterProperties,
     placed: Placed<'_>,
 ) -> Result<SimObject, AdviseError> {
@@ -290,7 +304,8 @@ fn sim_object(
             manifest.ranges.insert(c.clone(), r.clone());
         }
     }
-    let blooms = bloom_columns
+    let blooms = bloom
+        .columns
         .iter()
         .filter_map(|c| {
             let extra = placed
@@ -298,14 +313,19 @@ fn sim_object(
                 .iter()
                 .filter(|u| &u.column == c && u.object == placed.object)
                 .map(|u| u.value.as_slice());
-            Some((c.clone(), bloom_of(slice.column_by_name(c)?, extra)))
+            Some((
+                c.clone(),
+                bloom_of(slice.column_by_name(c)?, extra, bloom.fpp),
+            ))
         })
         .collect();
+    let sizes = chunk_sizes(slice, props)?;
     Ok(SimObject {
         manifest,
         stats,
         blooms,
-        column_bytes: encoded_bytes(slice, props)?,
+        column_bytes: sizes.iter().map(|s| s.bytes).collect(),
+        dictionary_bytes: sizes.iter().map(|s| s.dictionary).collect(),
         rows: slice.clone(),
         seen: as_seen(slice)?,
     })
@@ -343,16 +363,53 @@ fn entry(rows: usize) -> ObjectEntry {
     }
 }
 
-fn bloom_of<'a>(a: &'a ArrayRef, extra: impl Iterator<Item = &'a [u8]>) -> Filter {
+fn bloom_of<'a>(a: &'a ArrayRef, extra: impl Iterator<Item = &'a [u8]>, fpp: f64) -> Filter {
     let values = (0..a.len())
         .filter_map(|i| ravel_bloom::value_bytes(a.as_ref(), i))
         .chain(extra);
-    let bytes = ravel_bloom::of_values(values, 0.01);
+    let bytes = ravel_bloom::of_values(values, fpp);
     Filter::from_bytes(&bytes).expect("a filter just written reads back")
 }
 
-/// Encoded bytes of each column of `slice` as one row group.
-fn encoded_bytes(slice: &RecordBatch, props: &WriterProperties) -> Result<Vec<u64>, AdviseError> {
+/// A column chunk's encoded bytes, and those of its dictionary page.
+#[derive(Debug, Clone, Copy, Default)]
+struct ChunkSize {
+    bytes: u64,
+    dictionary: u64,
+}
+
+/// `props` with each column's dictionary as the loader's trial decides it for a run: encoded
+/// with and without one (the middle object's rows, as the loader tries the run's middle rows),
+/// the smaller wins.
+fn with_trial(
+    sorted: &RecordBatch,
+    objects: usize,
+    props: &WriterProperties,
+) -> Result<WriterProperties, AdviseError> {
+    let n = sorted.num_rows();
+    let k = objects.clamp(1, n.max(1));
+    let middle = sorted.slice(k / 2 * n / k, (k / 2 + 1) * n / k - k / 2 * n / k);
+    let plain = props
+        .clone()
+        .into_builder()
+        .set_dictionary_enabled(false)
+        .build();
+    let (with, without) = rayon::join(
+        || chunk_sizes(&middle, props),
+        || chunk_sizes(&middle, &plain),
+    );
+    let mut b = props.clone().into_builder();
+    for ((f, w), p) in sorted.schema_ref().fields().iter().zip(with?).zip(without?) {
+        b = b.set_column_dictionary_enabled(f.name().as_str().into(), w.bytes < p.bytes);
+    }
+    Ok(b.build())
+}
+
+/// Encoded bytes of each column of `slice` written with `props`.
+fn chunk_sizes(
+    slice: &RecordBatch,
+    props: &WriterProperties,
+) -> Result<Vec<ChunkSize>, AdviseError> {
     let mut w = ArrowWriter::try_new(Vec::new(), slice.schema(), Some(props.clone()))?;
     w.write(slice)?;
     let meta = w.close()?;
@@ -362,12 +419,15 @@ fn encoded_bytes(slice: &RecordBatch, props: &WriterProperties) -> Result<Vec<u6
         .iter()
         .map(|f| f.name())
         .collect();
-    let mut out = vec![0u64; names.len()];
+    let mut out = vec![ChunkSize::default(); names.len()];
     for rg in meta.row_groups() {
         for c in rg.columns() {
             let top = &c.column_path().parts()[0];
             if let Some(i) = names.iter().position(|n| *n == top) {
-                out[i] += c.compressed_size() as u64;
+                out[i].bytes += c.compressed_size() as u64;
+                if let Some(d) = c.dictionary_page_offset() {
+                    out[i].dictionary += (c.data_page_offset() - d).max(0) as u64;
+                }
             }
         }
     }
@@ -436,7 +496,8 @@ pub struct FileColumn {
     pub bytes: f64,
     /// The sample's rows in one of the table's pages of it.
     pub page_rows: f64,
-    /// The share of its chunk that its dictionary page takes (read with any data page).
+    /// The share of its chunk that its dictionary page takes (read with any data page), for a
+    /// column not sampled.
     pub dictionary_share: f64,
 }
 
@@ -660,9 +721,12 @@ fn fetched(o: &SimObject, scale: &Scale, columns: &[usize], rows: &[bool]) -> f6
     let mut ranges: Vec<(f64, f64)> = Vec::new();
     let mut at = 0.0;
     for (f, fc) in scale.file_columns.iter().enumerate() {
-        let size = match fc.sampled {
-            Some(c) => o.column_bytes[c] as f64 * scale.per_column[c],
-            None => fc.bytes,
+        let (size, dictionary) = match fc.sampled {
+            Some(c) => (
+                o.column_bytes[c] as f64 * scale.per_column[c],
+                o.dictionary_bytes[c] as f64 * scale.per_column[c],
+            ),
+            None => (fc.bytes, fc.bytes * fc.dictionary_share),
         };
         if columns.contains(&f) {
             let all: Vec<std::ops::Range<usize>> = pages(n, fc.page_rows).collect();
@@ -675,7 +739,6 @@ fn fetched(o: &SimObject, scale: &Scale, columns: &[usize], rows: &[bool]) -> f6
             if hit.is_empty() {
                 hit.push(&all[all.len() / 2]);
             }
-            let dictionary = size * fc.dictionary_share;
             if dictionary > 0.0 {
                 ranges.push((at, at + dictionary));
             }

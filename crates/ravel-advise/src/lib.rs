@@ -239,7 +239,9 @@ pub async fn advise(
             table_bytes: sample.table_bytes,
             sample_rows: sample.batch.num_rows(),
             statements: scans.len(),
-            weight: scans.iter().map(|a| a.statement.weight).sum(),
+            weight: scans
+                .iter()
+                .fold(0u64, |w, a| w.saturating_add(a.statement.weight)),
             skipped,
             candidates: estimates,
             recommended: 0,
@@ -305,9 +307,18 @@ fn split<'a>(table: &str, planned: &'a [Planned]) -> Result<Split<'a>, AdviseErr
 /// current layout's.
 fn sampled_columns(scans: &[Advised<'_>], current: &Layout, schema: &Schema) -> Vec<String> {
     let mut set = BTreeSet::new();
-    // Columns only read keep their stored sizes: the sample holds the columns whose order
-    // matters (compared, filtered, grouped by, or a layout's).
+    // The columns whose order matters (compared, filtered, grouped by, or a layout's), and
+    // those a point lookup reads: it fetches a page or two of each, beside its dictionary page,
+    // and both follow the order (another order can make the loader's trial choose a dictionary
+    // of an object's distinct values). Other columns only read keep their stored sizes: a scan
+    // fetches most of their bytes in any order.
     for s in scans.iter().map(|a| a.scan) {
+        if s.predicates
+            .iter()
+            .any(|p| matches!(p.test, ravel_query::prune::Test::Equal { .. }))
+        {
+            set.extend(s.columns.iter().cloned());
+        }
         set.extend(s.filtered.iter().cloned());
         set.extend(s.group_by.iter().cloned());
         set.extend(s.predicates.iter().map(|p| p.column.clone()));
@@ -532,7 +543,9 @@ fn estimate_all(
             name: c.name.clone(),
             kind: c.kind,
             layout: c.layout.clone(),
-            bytes: statements.iter().map(|s| s.bytes * s.weight).sum(),
+            bytes: statements.iter().fold(0u64, |b, s| {
+                b.saturating_add(s.bytes.saturating_mul(s.weight))
+            }),
             relative: 0.0,
             stored_bytes: stored.round() as u64,
             load_cost: sim.seconds / current.seconds.max(1e-9),
@@ -660,7 +673,10 @@ pub async fn apply(
         bloom: layout.bloom.clone(),
         ..base.clone()
     };
-    let reorders = next.sort_key_names() != base.sort_key_names();
+    // A layout with no key leaves the stored objects as they are (compact has no order to
+    // restore), so only a new, non-empty key re-clusters them.
+    let reorders =
+        !next.sort_key_names().is_empty() && next.sort_key_names() != base.sort_key_names();
     let updated = layouts.update_from(&base, next).await?;
     Ok(Applied {
         generation: updated.layout.generation,

@@ -205,7 +205,8 @@ fn blocks(rows: usize, fraction: f64) -> RowSelection {
     if fraction >= 1.0 {
         return RowSelection::from_consecutive_ranges(std::iter::once(0..rows), rows);
     }
-    let want = (rows as f64 * fraction).round() as usize;
+    // At least a row of every object: each object's rows are evidence.
+    let want = ((rows as f64 * fraction).round() as usize).max(1).min(rows);
     let count = want.div_ceil(BLOCK_ROWS).max(1);
     let len = want.div_ceil(count).min(rows);
     let ranges = (0..count).map(|k| {
@@ -258,8 +259,8 @@ mod tests {
         assert_eq!(blocks(100, 0.05).row_count(), 5);
         assert_eq!(
             blocks(10, 0.01).row_count(),
-            0,
-            "a tenth of a row rounds to none"
+            1,
+            "a tenth of a row still samples one"
         );
     }
 }

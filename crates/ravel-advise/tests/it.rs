@@ -148,6 +148,70 @@ async fn candidates_come_from_what_the_statements_compare() {
     );
 }
 
+/// Whether `l` sorts by `column` first (as its stream, or its first key column without one).
+fn leads_with(l: &Layout, column: &str) -> bool {
+    match (&l.stream, &l.clustering_key) {
+        (Some(s), _) => s == column,
+        (None, Some(k)) => k.columns.first().is_some_and(|c| c == column),
+        (None, None) => false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weights_choose_between_statements_and_group_by_columns_become_keys() {
+    let (_dir, store) = hits_table().await;
+    let users = values(&store, "UserID", 1).await;
+    let user = format!(
+        "SELECT \"EventTime\", \"URL\" FROM hits WHERE \"UserID\" = {}",
+        users[0]
+    );
+    let region = "SELECT \"SearchEngineID\", COUNT(*) FROM hits WHERE \"RegionID\" = 229 GROUP BY \"SearchEngineID\"";
+    let a = advise(
+        &store,
+        "hits",
+        &format!("100\t{user}\n1\t{region}\n"),
+        &options(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(a.weight, 101);
+    assert!(leads_with(&a.best().layout, "UserID"), "{}", a.best().name);
+    let a = advise(
+        &store,
+        "hits",
+        &format!("1\t{user}\n100\t{region}\n"),
+        &options(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        leads_with(&a.best().layout, "RegionID"),
+        "{}",
+        a.best().name
+    );
+    assert!(
+        a.candidates.iter().any(|c| c
+            .layout
+            .clustering_key
+            .as_ref()
+            .is_some_and(|k| k.columns.iter().any(|c| c == "SearchEngineID"))),
+        "a GROUP BY column is a key candidate"
+    );
+    let few = AdviseOptions {
+        candidates: 2,
+        ..options()
+    };
+    let a = advise(&store, "hits", &format!("{user}\n{region}\n"), &few)
+        .await
+        .unwrap();
+    let generated = a
+        .candidates
+        .iter()
+        .filter(|c| c.kind == CandidateKind::Generated)
+        .count();
+    assert!((1..=2).contains(&generated), "{generated} generated");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_estimate_is_close_to_a_real_load_under_the_recommended_layout() {
     let (_dir, store) = hits_table().await;
@@ -242,6 +306,16 @@ async fn apply_stores_the_layout_and_compact_reclusters_by_it() {
         .await
         .unwrap();
     assert_eq!(again.best().kind, CandidateKind::Current);
+    // Arrival order has no key: compact keeps the objects, so nothing is to be rewritten.
+    let arrival = again
+        .candidates
+        .iter()
+        .find(|c| c.kind == CandidateKind::Arrival)
+        .unwrap();
+    let applied = apply(&store, "hits", &arrival.layout, again.table_bytes)
+        .await
+        .unwrap();
+    assert!(!applied.reorders && applied.rewrite_bytes == 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -46,9 +46,9 @@ pub fn run(args: AdviseArgs) -> Result<()> {
         sql_name: args.sql_name.clone(),
         ..AdviseOptions::default()
     };
-    let (store, name) = (&args.table.store, &args.table.name);
+    let (url, name) = (&args.table.store, &args.table.name);
     let rt = crate::runtime()?;
-    let store = ravel_store::Store::open(store)?;
+    let store = ravel_store::Store::open(url)?;
     let advice = rt
         .block_on(ravel_advise::advise(&store, name, &log, &opts))
         .with_context(|| format!("advising on table {name:?} from {}", args.queries.display()))?;
@@ -62,18 +62,23 @@ pub fn run(args: AdviseArgs) -> Result<()> {
         false => None,
     };
     if args.json {
-        let out = serde_json::json!({ "advice": advice, "recommended": advice.best().layout, "applied": applied });
+        let out = serde_json::json!({
+            "advice": advice,
+            "recommended": advice.best().layout,
+            "commands": commands(&advice.best().layout, url, name),
+            "applied": applied,
+        });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        print_advice(&advice, name);
+        print_advice(&advice, url, name);
         if let Some(a) = &applied {
-            print_applied(a, name);
+            print_applied(a, url, name);
         }
     }
     Ok(())
 }
 
-fn print_advice(a: &Advice, table: &str) {
+fn print_advice(a: &Advice, store: &str, table: &str) {
     println!(
         "table {table}: {} rows in {} objects ({} bytes); sample {} rows; {} statements (weight {}), {} left out; {:.2} s",
         a.table_rows,
@@ -111,7 +116,7 @@ fn print_advice(a: &Advice, table: &str) {
     );
     print_statements(best, a.candidates.iter().find(|e| e.name == "current"));
     println!("\nto set it:");
-    for line in commands(&best.layout, table) {
+    for line in commands(&best.layout, store, table) {
         println!("  {line}");
     }
 }
@@ -134,9 +139,10 @@ fn print_statements(best: &Estimate, current: Option<&Estimate>) {
     }
 }
 
-/// The layout commands that set `l` on `table`.
-fn commands(l: &Layout, table: &str) -> Vec<String> {
-    let base = format!("ravel-load layout --table {table}");
+/// The layout commands that set `l` on `table` of `store`.
+fn commands(l: &Layout, store: &str, table: &str) -> Vec<String> {
+    let on = format!("--store {store} --table {table}");
+    let base = format!("ravel-load layout {on}");
     let mut out = Vec::new();
     match &l.stream {
         Some(s) => out.push(format!("{base} stream set --column {s}")),
@@ -158,20 +164,20 @@ fn commands(l: &Layout, table: &str) -> Vec<String> {
     }
     out.push(format!("{base} bloom-scope set --scope {}", l.bloom.scope));
     out.push(format!(
-        "ravel-load compact --table {table}   # re-clusters the stored objects"
+        "ravel-load compact {on}   # re-clusters the stored objects"
     ));
     out
 }
 
-fn print_applied(a: &Applied, table: &str) {
+fn print_applied(a: &Applied, store: &str, table: &str) {
     if a.reorders {
         println!(
-            "\napplied: layout generation {}; `ravel-load compact --table {table}` re-clusters the table, rewriting {} bytes",
+            "\napplied: layout generation {}; `ravel-load compact --store {store} --table {table}` re-clusters the table, rewriting {} bytes",
             a.generation, a.rewrite_bytes
         );
     } else {
         println!(
-            "\napplied: layout generation {}; the clustering order is unchanged, so `compact` rewrites nothing",
+            "\napplied: layout generation {}; the stored objects keep their order (`compact` rewrites nothing); new loads and merges follow the new layout, Bloom scope included",
             a.generation
         );
     }

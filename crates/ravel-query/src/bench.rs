@@ -62,14 +62,26 @@ impl StatementRun {
     }
 }
 
-/// Statements of a file: one per line; blank lines and `--` comments are skipped.
+/// Statements of a file: one per line, each with an optional leading count and tab; blank
+/// lines and `--` comments are skipped.
 pub fn statements(text: &str) -> Vec<(usize, String)> {
     text.lines()
         .enumerate()
-        .map(|(i, l)| (i + 1, l.trim()))
+        .map(|(i, l)| (i + 1, without_weight(l.trim())))
         .filter(|(_, l)| !l.is_empty() && !l.starts_with("--"))
         .map(|(i, l)| (i, l.to_string()))
         .collect()
+}
+
+/// A statement line without its leading count and tab (`120\tSELECT …`, as a log of how often
+/// statements run gives it): each statement runs once here.
+fn without_weight(line: &str) -> &str {
+    match line.split_once('\t') {
+        Some((count, rest)) if !count.is_empty() && count.chars().all(|c| c.is_ascii_digit()) => {
+            rest.trim()
+        }
+        _ => line,
+    }
 }
 
 /// Refuses the run when any statement is not a query (the first such, by its line), before
@@ -135,4 +147,19 @@ pub async fn bench_statements(
         out.push(run);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn statements_keep_their_lines_and_drop_weights() {
+        let text = "-- log\n120\tSELECT 1\n\nSELECT 2\t-- tab\n";
+        assert_eq!(
+            super::statements(text),
+            vec![
+                (2, "SELECT 1".to_string()),
+                (4, "SELECT 2\t-- tab".to_string())
+            ]
+        );
+    }
 }

@@ -30,7 +30,10 @@ fn advise_ranks_layouts_applies_the_best_and_refuses_bad_input() {
     let out = ok(&format!("advise --store {s} --table hits --queries {l}"));
     assert!(out.contains("2 statements (weight 4)"), "{out}");
     assert!(out.contains("stream set --column RegionID"), "{out}");
-    assert!(out.contains("ravel-load compact --table hits"), "{out}");
+    assert!(
+        out.contains(&format!("ravel-load compact --store {s} --table hits")),
+        "the commands name the store advised on: {out}"
+    );
 
     let json: serde_json::Value = serde_json::from_str(&ok(&format!(
         "advise --store {s} --table hits --queries {l} --json"
@@ -38,6 +41,12 @@ fn advise_ranks_layouts_applies_the_best_and_refuses_bad_input() {
     .unwrap();
     let best = &json["recommended"];
     assert_eq!(best["stream"], "RegionID");
+    assert!(
+        json["commands"][0]
+            .as_str()
+            .unwrap()
+            .contains("stream set --column RegionID")
+    );
     assert!(best["clustering_key"]["columns"].is_array(), "{best}");
     assert!(best["bloom"]["scope"].is_string() || best["bloom"]["scope"].is_object());
     let first = &json["advice"]["candidates"][0];
@@ -68,4 +77,16 @@ fn advise_ranks_layouts_applies_the_best_and_refuses_bad_input() {
     );
     assert!(err.contains("sample of 0 rows"), "{err}");
     fails(2, &format!("advise --store {s} --table nope --queries {l}"));
+    write("SELECT 1\n0\tSELECT COUNT(*) FROM hits WHERE \"RegionID\" = 1\n");
+    let err = fails(2, &format!("advise --store {s} --table hits --queries {l}"));
+    assert!(
+        err.contains("line 2"),
+        "the bad count's line is named: {err}"
+    );
+    write("SELECT \"Nope\" FROM hits\nSELECT COUNT(*) FROM hits WHERE \"RegionID\" = 1\n");
+    let out = ok(&format!("advise --store {s} --table hits --queries {l}"));
+    assert!(
+        out.contains("1 left out") && out.contains("left out: line 1") && out.contains("Nope"),
+        "{out}"
+    );
 }
