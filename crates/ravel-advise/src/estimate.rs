@@ -118,14 +118,7 @@ pub fn ordered(sample: &RecordBatch, c: &Candidate) -> Result<Ordered, AdviseErr
     let signature = Signature {
         order: fnv1a(&bytes),
         layout_columns: layout_columns(&c.layout),
-        bloom_columns: c
-            .layout
-            .bloom
-            .scope
-            .columns(sample.schema_ref())
-            .into_iter()
-            .map(String::from)
-            .collect(),
+        bloom_columns: bloom_columns(&c.layout, sample),
         arrival: c.kind == CandidateKind::Arrival,
     };
     Ok(Ordered { signature, order })
@@ -145,14 +138,7 @@ pub fn simulate(
     let n = sorted.num_rows();
     let k = objects.clamp(1, n.max(1));
     let layout_columns = layout_columns(&c.layout);
-    let bloom_columns: Vec<String> = c
-        .layout
-        .bloom
-        .scope
-        .columns(sample.schema_ref())
-        .into_iter()
-        .map(String::from)
-        .collect();
+    let bloom_columns = bloom_columns(&c.layout, sample);
     let props = with_trial(&sorted, k, &properties(zstd_level)?)?;
     let leading = c.layout.stream.clone().or_else(|| c.layout.time.clone());
     let unseen = place_unseen(&sorted, k, &bloom_columns, leading.as_deref(), lookups);
@@ -180,6 +166,17 @@ pub fn simulate(
         objects: sims,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// The columns of `sample` that `layout`'s Bloom scope covers.
+fn bloom_columns(layout: &Layout, sample: &RecordBatch) -> Vec<String> {
+    layout
+        .bloom
+        .scope
+        .columns(sample.schema_ref())
+        .into_iter()
+        .map(String::from)
+        .collect()
 }
 
 /// The columns a manifest records ranges of under `layout`.
