@@ -10,7 +10,7 @@
 //! of each column to the sample's encoded size of it in the table's own order.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
@@ -46,6 +46,9 @@ struct SimObject {
     rows: RecordBatch,
     /// The same rows as statements see them (binary columns as strings).
     seen: RecordBatch,
+    /// Per sampled column, the value range of each of its pages (`None`: no range), found
+    /// once the pages' rows are known and shared by every statement.
+    page_ranges: Vec<OnceLock<Vec<Option<ValueRange>>>>,
 }
 
 /// A candidate's objects, simulated.
@@ -139,7 +142,7 @@ pub fn simulate(
     let k = objects.clamp(1, n.max(1));
     let layout_columns = layout_columns(&c.layout);
     let bloom_columns = bloom_columns(&c.layout, sample);
-    let props = with_trial(&sorted, k, &properties(zstd_level)?)?;
+    let trial = with_trial(&sorted, k, &properties(zstd_level)?)?;
     let leading = c.layout.stream.clone().or_else(|| c.layout.time.clone());
     let unseen = place_unseen(&sorted, k, &bloom_columns, leading.as_deref(), lookups);
     let mut sims = (0..k)
@@ -154,7 +157,12 @@ pub fn simulate(
                 columns: &bloom_columns,
                 fpp: c.layout.bloom.fpp,
             };
-            sim_object(&slice, &layout_columns, blooms, &props, extra)
+            // The trial encoded the middle object both ways: its sizes are the winners'.
+            let sizes = match j == k / 2 {
+                true => trial.middle.clone(),
+                false => chunk_sizes(&slice, &trial.props)?,
+            };
+            sim_object(&slice, &layout_columns, blooms, sizes, extra)
         })
         .collect::<Result<Vec<SimObject>, AdviseError>>()?;
     if let Some(lead) =
@@ -285,7 +293,7 @@ fn sim_object(
     slice: &RecordBatch,
     layout_columns: &[String],
     bloom: Blooms<'_>,
-    props: &WriterProperties,
+    sizes: Vec<ChunkSize>,
     placed: Placed<'_>,
 ) -> Result<SimObject, AdviseError> {
     let schema = slice.schema();
@@ -316,7 +324,6 @@ fn sim_object(
             ))
         })
         .collect();
-    let sizes = chunk_sizes(slice, props)?;
     Ok(SimObject {
         manifest,
         stats,
@@ -325,6 +332,7 @@ fn sim_object(
         dictionary_bytes: sizes.iter().map(|s| s.dictionary).collect(),
         rows: slice.clone(),
         seen: as_seen(slice)?,
+        page_ranges: (0..slice.num_columns()).map(|_| OnceLock::new()).collect(),
     })
 }
 
@@ -375,6 +383,12 @@ struct ChunkSize {
     dictionary: u64,
 }
 
+/// The writer properties of a candidate's run, and its middle object's chunk sizes under them.
+struct Trial {
+    props: WriterProperties,
+    middle: Vec<ChunkSize>,
+}
+
 /// `props` with each column's dictionary as the loader's trial decides it for a run: encoded
 /// with and without one (the middle object's rows, as the loader tries the run's middle rows),
 /// the smaller wins.
@@ -382,7 +396,7 @@ fn with_trial(
     sorted: &RecordBatch,
     objects: usize,
     props: &WriterProperties,
-) -> Result<WriterProperties, AdviseError> {
+) -> Result<Trial, AdviseError> {
     let n = sorted.num_rows();
     let k = objects.clamp(1, n.max(1));
     let middle = sorted.slice(k / 2 * n / k, (k / 2 + 1) * n / k - k / 2 * n / k);
@@ -396,10 +410,16 @@ fn with_trial(
         || chunk_sizes(&middle, &plain),
     );
     let mut b = props.clone().into_builder();
+    let mut sizes = Vec::new();
     for ((f, w), p) in sorted.schema_ref().fields().iter().zip(with?).zip(without?) {
-        b = b.set_column_dictionary_enabled(f.name().as_str().into(), w.bytes < p.bytes);
+        let dictionary = w.bytes < p.bytes;
+        b = b.set_column_dictionary_enabled(f.name().as_str().into(), dictionary);
+        sizes.push(if dictionary { w } else { p });
     }
-    Ok(b.build())
+    Ok(Trial {
+        props: b.build(),
+        middle: sizes,
+    })
 }
 
 /// Encoded bytes of each column of `slice` written with `props`.
@@ -624,13 +644,20 @@ fn selected_rows(
     let schema = o.rows.schema();
     for &c in filter_columns {
         let name = schema.field(c).name();
-        let column = o.rows.column(c);
-        for page in pages(n, scale.page_rows[c]) {
+        let ranges = o.page_ranges[c].get_or_init(|| {
+            let column = o.rows.column(c);
+            pages(n, scale.page_rows[c])
+                .map(|p| {
+                    ravel_manifest::value_range(&[column.slice(p.start, p.len())])
+                        .ok()
+                        .flatten()
+                })
+                .collect()
+        });
+        for (page, range) in pages(n, scale.page_rows[c]).zip(ranges) {
             let mut e = entry(page.len());
-            if let Ok(Some(r)) =
-                ravel_manifest::value_range(&[column.slice(page.start, page.len())])
-            {
-                e.ranges.insert(name.clone(), r);
+            if let Some(r) = range {
+                e.ranges.insert(name.clone(), r.clone());
             }
             if !pruner.may_match(&e, filters) {
                 keep[page].iter_mut().for_each(|k| *k = false);

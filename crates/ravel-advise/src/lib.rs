@@ -16,6 +16,7 @@ pub mod sample;
 pub mod statements;
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Instant;
 
 use datafusion::arrow::datatypes::Schema;
@@ -23,6 +24,7 @@ use ravel_layout::{Layout, LayoutError, LayoutStore};
 use ravel_query::prune::Pruner;
 use ravel_query::{QueryError, QueryOptions, QueryTable};
 use ravel_store::Store;
+use rayon::prelude::*;
 use serde::Serialize;
 
 pub use candidates::{Candidate, CandidateKind, Span, Weighted};
@@ -67,6 +69,8 @@ pub enum AdviseError {
     Parquet(#[from] parquet::errors::ParquetError),
     #[error("estimating a layout: {0}")]
     Arrow(#[from] arrow::error::ArrowError),
+    #[error("a task reading the sample failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
 }
 
 impl AdviseError {
@@ -439,32 +443,10 @@ fn estimate_all(
     q: &QueryTable,
     opts: &AdviseOptions,
 ) -> Result<Vec<Estimate>, AdviseError> {
-    let lookups = lookups(scans);
-    let mut sims: Vec<std::sync::Arc<Simulated>> = Vec::new();
-    let mut done: Vec<(estimate::Signature, std::sync::Arc<Simulated>)> = Vec::new();
-    for c in candidates {
-        let started = Instant::now();
-        let estimate::Ordered { signature, order } = estimate::ordered(&sample.batch, c)?;
-        let sort_s = started.elapsed().as_secs_f64();
-        let sim = match done.iter().find(|(s, _)| *s == signature) {
-            Some((_, sim)) => sim.clone(),
-            None => {
-                let mut sim = estimate::simulate(
-                    &sample.batch,
-                    c,
-                    &order,
-                    sample.objects,
-                    opts.zstd_level,
-                    &lookups,
-                )?;
-                sim.seconds += sort_s;
-                let sim = std::sync::Arc::new(sim);
-                done.push((signature, sim.clone()));
-                sim
-            }
-        };
-        sims.push(sim);
-    }
+    let started = Instant::now();
+    let sims = simulate_all(candidates, sample, opts, &lookups(scans))?;
+    tracing::debug!(seconds = started.elapsed().as_secs_f64(), "simulated");
+    let started = Instant::now();
     let columns: Vec<String> = sample
         .batch
         .schema_ref()
@@ -507,28 +489,15 @@ fn estimate_all(
         .sum();
     let pruner = Pruner::new(schema);
     let mut out = Vec::new();
-    let mut costed: Vec<(std::sync::Arc<Simulated>, Vec<StatementEstimate>)> = Vec::new();
+    let mut costed: Vec<(Arc<Simulated>, Vec<StatementEstimate>)> = Vec::new();
     for (c, sim) in candidates.iter().zip(&sims) {
         let same = costed
             .iter()
-            .find(|(s, _)| std::sync::Arc::ptr_eq(s, sim))
+            .find(|(s, _)| Arc::ptr_eq(s, sim))
             .map(|(_, st)| st.clone());
-        let statements: Vec<StatementEstimate> = match same {
+        let statements = match same {
             Some(st) => st,
-            None => scans
-                .iter()
-                .map(|a| {
-                    let cost = estimate::cost(sim, a.scan, &pruner, &scale, &columns);
-                    StatementEstimate {
-                        line: a.statement.line,
-                        weight: a.statement.weight,
-                        kept: cost.kept,
-                        read: cost.read,
-                        objects: estimate::object_count(sim),
-                        bytes: cost.bytes,
-                    }
-                })
-                .collect(),
+            None => cost_all(sim, scans, &pruner, &scale, &columns),
         };
         costed.push((sim.clone(), statements.clone()));
         let stored: f64 = sim
@@ -552,7 +521,91 @@ fn estimate_all(
             statements,
         });
     }
+    tracing::debug!(seconds = started.elapsed().as_secs_f64(), "costed");
     Ok(out)
+}
+
+/// Each candidate's simulation, in the candidates' order: candidates that put the sample in
+/// the same order (same [`estimate::Signature`]) share one, and the distinct ones run in
+/// parallel.
+fn simulate_all(
+    candidates: &[Candidate],
+    sample: &sample::Sample,
+    opts: &AdviseOptions,
+    lookups: &estimate::Lookups,
+) -> Result<Vec<Arc<Simulated>>, AdviseError> {
+    let ordered: Vec<(estimate::Ordered, f64)> = candidates
+        .par_iter()
+        .map(|c| {
+            let started = Instant::now();
+            let o = estimate::ordered(&sample.batch, c)?;
+            Ok((o, started.elapsed().as_secs_f64()))
+        })
+        .collect::<Result<_, AdviseError>>()?;
+    // The first candidate of each signature stands for the others.
+    let first: Vec<usize> = (0..candidates.len())
+        .map(|i| {
+            (0..=i)
+                .find(|&j| ordered[j].0.signature == ordered[i].0.signature)
+                .unwrap_or(i)
+        })
+        .collect();
+    let distinct: Vec<usize> = (0..candidates.len()).filter(|&i| first[i] == i).collect();
+    let simulated: Vec<(usize, Arc<Simulated>)> = distinct
+        .par_iter()
+        .map(|&i| {
+            let (o, sort_s) = &ordered[i];
+            let mut sim = estimate::simulate(
+                &sample.batch,
+                &candidates[i],
+                &o.order,
+                sample.objects,
+                opts.zstd_level,
+                lookups,
+            )?;
+            sim.seconds += sort_s;
+            Ok((i, Arc::new(sim)))
+        })
+        .collect::<Result<_, AdviseError>>()?;
+    tracing::debug!(
+        candidates = candidates.len(),
+        orders = distinct.len(),
+        "candidates simulated"
+    );
+    Ok(first
+        .iter()
+        .map(|f| {
+            simulated
+                .iter()
+                .find(|(i, _)| i == f)
+                .map(|(_, s)| s.clone())
+                .expect("every signature's first candidate is simulated")
+        })
+        .collect())
+}
+
+/// Every statement's cost under one simulated candidate, the statements costed in parallel.
+fn cost_all(
+    sim: &Simulated,
+    scans: &[Advised<'_>],
+    pruner: &Pruner,
+    scale: &Scale,
+    columns: &[String],
+) -> Vec<StatementEstimate> {
+    scans
+        .par_iter()
+        .map(|a| {
+            let cost = estimate::cost(sim, a.scan, pruner, scale, columns);
+            StatementEstimate {
+                line: a.statement.line,
+                weight: a.statement.weight,
+                kept: cost.kept,
+                read: cost.read,
+                objects: estimate::object_count(sim),
+                bytes: cost.bytes,
+            }
+        })
+        .collect()
 }
 
 /// The table's columns in file order, with what the sample and the objects tell of each.

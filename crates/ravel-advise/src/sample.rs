@@ -110,9 +110,14 @@ pub async fn read(
         .filter_map(|c| schema.index_of(c).ok())
         .collect();
     let projected = Arc::new(schema.project(&indices)?);
-    let parts: Vec<Part> = futures::stream::iter(objects.iter())
-        .map(|o| read_object(store.object_store().clone(), o, &indices, fraction))
+    // A task per object: objects decode on every worker thread of the runtime.
+    let tasks = objects.iter().map(|o| {
+        let (store, o, indices) = (store.object_store().clone(), o.clone(), indices.clone());
+        tokio::spawn(async move { read_object(store, &o, &indices, fraction).await })
+    });
+    let parts: Vec<Part> = futures::stream::iter(tasks)
         .buffered(CONCURRENCY)
+        .map(|joined| joined?)
         .try_collect()
         .await?;
     let mut column_bytes = BTreeMap::new();
