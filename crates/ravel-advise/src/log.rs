@@ -22,17 +22,17 @@ pub fn parse_log(text: &str) -> Result<Vec<Statement>, AdviseError> {
         if line.is_empty() || line.starts_with("--") {
             continue;
         }
-        let (weight, sql) = match line.split_once('\t') {
-            Some((count, rest)) if count.trim().chars().all(|c| c.is_ascii_digit()) => {
-                let weight = count.trim().parse::<u64>().ok().filter(|&w| w > 0).ok_or(
+        let (weight, sql) = match ravel_query::bench::leading_count(line) {
+            Some(c) => {
+                let weight = c.count.parse::<u64>().ok().filter(|&w| w > 0).ok_or(
                     AdviseError::BadWeight {
                         line: i + 1,
-                        text: count.to_string(),
+                        text: c.count.to_string(),
                     },
                 )?;
-                (weight, rest.trim())
+                (weight, c.sql)
             }
-            _ => (1, line),
+            None => (1, line),
         };
         out.push(Statement {
             line: i + 1,

@@ -14,7 +14,7 @@ use crate::BadInput;
 pub struct BenchQueriesArgs {
     #[command(flatten)]
     pub table: crate::flags::TableArgs,
-    /// Statements, one per line (e.g. ../shared/clickbench/queries.sql).
+    /// Statements, one per line (e.g. ClickBench's queries.sql).
     #[arg(long)]
     pub queries: PathBuf,
     /// The name statements use for the table (e.g. `hits` for a table loaded under another

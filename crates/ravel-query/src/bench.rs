@@ -76,12 +76,26 @@ pub fn statements(text: &str) -> Vec<(usize, String)> {
 /// A statement line without its leading count and tab (`120\tSELECT …`, as a log of how often
 /// statements run gives it): each statement runs once here.
 fn without_weight(line: &str) -> &str {
-    match line.split_once('\t') {
-        Some((count, rest)) if !count.is_empty() && count.chars().all(|c| c.is_ascii_digit()) => {
-            rest.trim()
-        }
-        _ => line,
-    }
+    leading_count(line).map_or(line, |c| c.sql)
+}
+
+/// A statement line's leading count and the statement after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counted<'a> {
+    /// The count as written (digits only; its value is the caller's to check).
+    pub count: &'a str,
+    pub sql: &'a str,
+}
+
+/// The leading count of a trimmed statement line (`120\tSELECT …`), when the text before its
+/// first tab is digits; `None` for a line without one.
+pub fn leading_count(line: &str) -> Option<Counted<'_>> {
+    let (count, sql) = line.split_once('\t')?;
+    let count = count.trim();
+    (!count.is_empty() && count.chars().all(|c| c.is_ascii_digit())).then(|| Counted {
+        count,
+        sql: sql.trim(),
+    })
 }
 
 /// Refuses the run when any statement is not a query (the first such, by its line), before
