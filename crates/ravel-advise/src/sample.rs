@@ -182,27 +182,98 @@ async fn read_object(
     fraction: f64,
 ) -> Result<Part, AdviseError> {
     let mut reader =
-        ObjectFile::new(store, &o.key, o.bytes).with_page_index(PageIndexPolicy::Optional);
+        ObjectFile::new(store.clone(), &o.key, o.bytes).with_page_index(PageIndexPolicy::Optional);
     let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
     let meta = ArrowReaderMetadata::load_async(&mut reader, options).await?;
     let (columns, page_index_bytes) = costs(meta.metadata());
     let rows = meta.metadata().file_metadata().num_rows() as usize;
-    let mask = ProjectionMask::roots(
-        meta.metadata().file_metadata().schema_descr(),
-        indices.iter().copied(),
-    );
-    let batches = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, meta)
-        .with_projection(mask)
-        .with_row_selection(blocks(rows, fraction))
-        .with_batch_size(8192)
-        .build()?
-        .try_collect()
-        .await?;
+    // The columns in groups of about equal stored bytes, each decoded on a task of its own: an
+    // object's pages decode on every worker thread, not one.
+    let tasks = column_groups(meta.metadata(), indices)
+        .into_iter()
+        .map(|group| {
+            let file = ObjectFile::new(store.clone(), &o.key, o.bytes);
+            let meta = meta.clone();
+            let selection = blocks(rows, fraction);
+            tokio::spawn(async move {
+                let mask =
+                    ProjectionMask::roots(meta.metadata().file_metadata().schema_descr(), group);
+                let batches: Vec<RecordBatch> =
+                    ParquetRecordBatchStreamBuilder::new_with_metadata(file, meta)
+                        .with_projection(mask)
+                        .with_row_selection(selection)
+                        .with_batch_size(8192)
+                        .build()?
+                        .try_collect()
+                        .await?;
+                Ok::<_, AdviseError>(batches)
+            })
+        });
+    let groups: Vec<Vec<RecordBatch>> = futures::future::try_join_all(tasks)
+        .await?
+        .into_iter()
+        .collect::<Result<_, _>>()?;
     Ok(Part {
-        batches,
+        batches: side_by_side(groups)?,
         columns,
         page_index_bytes,
     })
+}
+
+/// Column groups an object's sample is decoded in.
+const GROUPS: usize = 4;
+
+/// `indices` (in file order) cut into up to [`GROUPS`] runs of about equal stored bytes.
+fn column_groups(meta: &ParquetMetaData, indices: &[usize]) -> Vec<Vec<usize>> {
+    let bytes = |i: usize| -> u64 {
+        meta.row_groups()
+            .iter()
+            .flat_map(|rg| rg.columns())
+            .filter(|c| Some(c.column_path().parts()[0].as_str()) == root_name(meta, i))
+            .map(|c| c.compressed_size().max(0) as u64)
+            .sum()
+    };
+    let sizes: Vec<u64> = indices.iter().map(|&i| bytes(i)).collect();
+    let share = sizes.iter().sum::<u64>().div_ceil(GROUPS as u64).max(1);
+    let mut groups: Vec<Vec<usize>> = vec![Vec::new()];
+    let mut filled = 0u64;
+    for (&i, &b) in indices.iter().zip(&sizes) {
+        if filled >= share && groups.len() < GROUPS {
+            groups.push(Vec::new());
+            filled = 0;
+        }
+        groups.last_mut().expect("one group at least").push(i);
+        filled += b;
+    }
+    groups.retain(|g| !g.is_empty());
+    groups
+}
+
+/// The name of the file schema's top-level column `i`.
+fn root_name(meta: &ParquetMetaData, i: usize) -> Option<&str> {
+    let root = meta.file_metadata().schema_descr().root_schema();
+    root.get_fields().get(i).map(|f| f.name())
+}
+
+/// The groups' batches (the same rows, each group's columns) as batches of every column.
+fn side_by_side(groups: Vec<Vec<RecordBatch>>) -> Result<Vec<RecordBatch>, AdviseError> {
+    let mut whole: Vec<RecordBatch> = Vec::new();
+    for batches in groups {
+        let Some(first) = batches.first() else {
+            continue;
+        };
+        whole.push(arrow::compute::concat_batches(&first.schema(), &batches)?);
+    }
+    let fields: Vec<_> = whole
+        .iter()
+        .flat_map(|b| b.schema().fields().iter().cloned().collect::<Vec<_>>())
+        .collect();
+    let columns: Vec<_> = whole.iter().flat_map(|b| b.columns().to_vec()).collect();
+    if columns.is_empty() {
+        return Ok(Vec::new());
+    }
+    let schema = Arc::new(arrow::datatypes::Schema::new(fields));
+    Ok(vec![RecordBatch::try_new(schema, columns)?])
 }
 
 /// Blocks of [`BLOCK_ROWS`] spread evenly over `rows`, about `fraction` of them in all.
@@ -267,5 +338,59 @@ mod tests {
             1,
             "a tenth of a row still samples one"
         );
+    }
+
+    /// Metadata of a file of one wide column (index 2) among narrow ones.
+    fn metadata() -> (ParquetMetaData, RecordBatch) {
+        use arrow::array::{ArrayRef, Int64Array, StringArray};
+        let narrow = |v: i64| Arc::new(Int64Array::from(vec![v; 1000])) as ArrayRef;
+        let wide = Arc::new(StringArray::from_iter_values(
+            (0..1000).map(|i| format!("{i:x}-{}", "w".repeat(i % 97))),
+        )) as ArrayRef;
+        let batch = RecordBatch::try_from_iter([
+            ("a", narrow(1)),
+            ("b", narrow(2)),
+            ("c", wide),
+            ("d", narrow(3)),
+            ("e", narrow(4)),
+        ])
+        .unwrap();
+        let mut file = Vec::new();
+        let mut w = parquet::arrow::ArrowWriter::try_new(&mut file, batch.schema(), None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let meta = parquet::file::metadata::ParquetMetaDataReader::new()
+            .parse_and_finish(&bytes::Bytes::from(file))
+            .unwrap();
+        (meta, batch)
+    }
+
+    #[test]
+    fn column_groups_keep_file_order_and_split_by_stored_bytes() {
+        let (meta, _) = metadata();
+        let groups = column_groups(&meta, &[0, 1, 2, 3, 4]);
+        assert!(groups.len() > 1 && groups.len() <= GROUPS, "{groups:?}");
+        assert_eq!(
+            groups.concat(),
+            vec![0, 1, 2, 3, 4],
+            "every column once, in order"
+        );
+        // The wide column outweighs the others: the narrow ones after it share a group.
+        let after = groups.iter().position(|g| g.contains(&2)).unwrap();
+        assert_eq!(groups[after + 1..].concat().len(), 2, "{groups:?}");
+        assert_eq!(column_groups(&meta, &[3]), vec![vec![3]]);
+    }
+
+    #[test]
+    fn groups_read_side_by_side_are_the_rows_of_every_column() {
+        let (_, batch) = metadata();
+        let left = vec![batch.project(&[0, 1]).unwrap().slice(0, 600)];
+        let right = vec![
+            batch.project(&[2, 3, 4]).unwrap().slice(0, 400),
+            batch.project(&[2, 3, 4]).unwrap().slice(400, 200),
+        ];
+        let whole = side_by_side(vec![left, right]).unwrap();
+        assert_eq!(whole.len(), 1);
+        assert_eq!(whole[0], batch.slice(0, 600));
     }
 }
