@@ -189,26 +189,28 @@ async fn read_object(
     let rows = meta.metadata().file_metadata().num_rows() as usize;
     // The columns in groups of about equal stored bytes, each decoded on a task of its own: an
     // object's pages decode on every worker thread, not one.
-    let tasks = column_groups(meta.metadata(), indices)
-        .into_iter()
-        .map(|group| {
-            let file = ObjectFile::new(store.clone(), &o.key, o.bytes);
-            let meta = meta.clone();
-            let selection = blocks(rows, fraction);
-            tokio::spawn(async move {
-                let mask =
-                    ProjectionMask::roots(meta.metadata().file_metadata().schema_descr(), group);
-                let batches: Vec<RecordBatch> =
-                    ParquetRecordBatchStreamBuilder::new_with_metadata(file, meta)
-                        .with_projection(mask)
-                        .with_row_selection(selection)
-                        .with_batch_size(8192)
-                        .build()?
-                        .try_collect()
-                        .await?;
-                Ok::<_, AdviseError>(batches)
-            })
-        });
+    let root = meta.metadata().file_metadata().schema_descr().root_schema();
+    let stored = |i: usize| {
+        let name = root.get_fields().get(i).map(|f| f.name());
+        name.and_then(|n| columns.get(n)).map_or(0, |c| c.bytes)
+    };
+    let tasks = column_groups(indices, stored).into_iter().map(|group| {
+        let file = ObjectFile::new(store.clone(), &o.key, o.bytes);
+        let meta = meta.clone();
+        let selection = blocks(rows, fraction);
+        tokio::spawn(async move {
+            let mask = ProjectionMask::roots(meta.metadata().file_metadata().schema_descr(), group);
+            let batches: Vec<RecordBatch> =
+                ParquetRecordBatchStreamBuilder::new_with_metadata(file, meta)
+                    .with_projection(mask)
+                    .with_row_selection(selection)
+                    .with_batch_size(8192)
+                    .build()?
+                    .try_collect()
+                    .await?;
+            Ok::<_, AdviseError>(batches)
+        })
+    });
     let groups: Vec<Vec<RecordBatch>> = futures::future::try_join_all(tasks)
         .await?
         .into_iter()
@@ -223,17 +225,9 @@ async fn read_object(
 /// Column groups an object's sample is decoded in.
 const GROUPS: usize = 4;
 
-/// `indices` (in file order) cut into up to [`GROUPS`] runs of about equal stored bytes.
-fn column_groups(meta: &ParquetMetaData, indices: &[usize]) -> Vec<Vec<usize>> {
-    let bytes = |i: usize| -> u64 {
-        meta.row_groups()
-            .iter()
-            .flat_map(|rg| rg.columns())
-            .filter(|c| Some(c.column_path().parts()[0].as_str()) == root_name(meta, i))
-            .map(|c| c.compressed_size().max(0) as u64)
-            .sum()
-    };
-    let sizes: Vec<u64> = indices.iter().map(|&i| bytes(i)).collect();
+/// `indices` (in file order) cut into up to [`GROUPS`] runs of about equal `stored` bytes.
+fn column_groups(indices: &[usize], stored: impl Fn(usize) -> u64) -> Vec<Vec<usize>> {
+    let sizes: Vec<u64> = indices.iter().map(|&i| stored(i)).collect();
     let share = sizes.iter().sum::<u64>().div_ceil(GROUPS as u64).max(1);
     let mut groups: Vec<Vec<usize>> = vec![Vec::new()];
     let mut filled = 0u64;
@@ -249,12 +243,6 @@ fn column_groups(meta: &ParquetMetaData, indices: &[usize]) -> Vec<Vec<usize>> {
     groups
 }
 
-/// The name of the file schema's top-level column `i`.
-fn root_name(meta: &ParquetMetaData, i: usize) -> Option<&str> {
-    let root = meta.file_metadata().schema_descr().root_schema();
-    root.get_fields().get(i).map(|f| f.name())
-}
-
 /// The groups' batches (the same rows, each group's columns) as batches of every column.
 fn side_by_side(groups: Vec<Vec<RecordBatch>>) -> Result<Vec<RecordBatch>, AdviseError> {
     let mut whole: Vec<RecordBatch> = Vec::new();
@@ -266,7 +254,7 @@ fn side_by_side(groups: Vec<Vec<RecordBatch>>) -> Result<Vec<RecordBatch>, Advis
     }
     let fields: Vec<_> = whole
         .iter()
-        .flat_map(|b| b.schema().fields().iter().cloned().collect::<Vec<_>>())
+        .flat_map(|b| b.schema_ref().fields().iter().cloned())
         .collect();
     let columns: Vec<_> = whole.iter().flat_map(|b| b.columns().to_vec()).collect();
     if columns.is_empty() {
@@ -368,7 +356,10 @@ mod tests {
     #[test]
     fn column_groups_keep_file_order_and_split_by_stored_bytes() {
         let (meta, _) = metadata();
-        let groups = column_groups(&meta, &[0, 1, 2, 3, 4]);
+        let (columns, _) = costs(&meta);
+        let names = ["a", "b", "c", "d", "e"];
+        let stored = |i: usize| columns[names[i]].bytes;
+        let groups = column_groups(&[0, 1, 2, 3, 4], stored);
         assert!(groups.len() > 1 && groups.len() <= GROUPS, "{groups:?}");
         assert_eq!(
             groups.concat(),
@@ -378,7 +369,7 @@ mod tests {
         // The wide column outweighs the others: the narrow ones after it share a group.
         let after = groups.iter().position(|g| g.contains(&2)).unwrap();
         assert_eq!(groups[after + 1..].concat().len(), 2, "{groups:?}");
-        assert_eq!(column_groups(&meta, &[3]), vec![vec![3]]);
+        assert_eq!(column_groups(&[3], stored), vec![vec![3]]);
     }
 
     #[test]
