@@ -59,11 +59,15 @@ pub struct Simulated {
 }
 
 impl Simulated {
-    /// The sample's encoded bytes of each sampled column, summed over the objects.
-    pub fn column_totals(&self) -> Vec<u64> {
+    /// The sample's encoded bytes of each sampled column, summed over the objects: the whole
+    /// chunks and their dictionary pages.
+    pub fn column_totals(&self) -> Vec<ChunkSize> {
         let n = self.objects.first().map_or(0, |o| o.column_bytes.len());
         (0..n)
-            .map(|c| self.objects.iter().map(|o| o.column_bytes[c]).sum())
+            .map(|c| ChunkSize {
+                bytes: self.objects.iter().map(|o| o.column_bytes[c]).sum(),
+                dictionary: self.objects.iter().map(|o| o.dictionary_bytes[c]).sum(),
+            })
             .collect()
     }
 }
@@ -127,22 +131,36 @@ pub fn ordered(sample: &RecordBatch, c: &Candidate) -> Result<Ordered, AdviseErr
     Ok(Ordered { signature, order })
 }
 
-/// Simulates candidate `c` on `sample` put in `order`, cut into `objects` objects.
+/// What the table tells every simulation.
+pub struct Table<'a> {
+    /// The objects the table has: a simulation cuts the sample into as many.
+    pub objects: usize,
+    pub zstd_level: i32,
+    /// The columns the table's objects store with a dictionary page.
+    pub dictionaries: &'a std::collections::BTreeSet<String>,
+    pub lookups: &'a Lookups,
+}
+
+/// Simulates candidate `c` on `sample` put in `order`, cut into as many objects as `table` has.
 pub fn simulate(
     sample: &RecordBatch,
     c: &Candidate,
     order: &UInt32Array,
-    objects: usize,
-    zstd_level: i32,
-    lookups: &Lookups,
+    table: &Table<'_>,
 ) -> Result<Simulated, AdviseError> {
     let started = Instant::now();
+    let lookups = table.lookups;
     let sorted = take_record_batch(sample, order)?;
     let n = sorted.num_rows();
-    let k = objects.clamp(1, n.max(1));
+    let k = table.objects.clamp(1, n.max(1));
     let layout_columns = layout_columns(&c.layout);
     let bloom_columns = bloom_columns(&c.layout, sample);
-    let trial = with_trial(&sorted, k, &properties(zstd_level)?)?;
+    let trial = with_trial(
+        &sorted,
+        k,
+        &properties(table.zstd_level)?,
+        table.dictionaries,
+    )?;
     let leading = c.layout.stream.clone().or_else(|| c.layout.time.clone());
     let unseen = place_unseen(&sorted, k, &bloom_columns, leading.as_deref(), lookups);
     let mut sims = (0..k)
@@ -377,10 +395,11 @@ fn bloom_of<'a>(a: &'a ArrayRef, extra: impl Iterator<Item = &'a [u8]>, fpp: f64
 }
 
 /// A column chunk's encoded bytes, and those of its dictionary page.
-#[derive(Debug, Clone, Copy, Default)]
-struct ChunkSize {
-    bytes: u64,
-    dictionary: u64,
+/// Bytes of a column chunk, and of its dictionary page among them (0: none).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ChunkSize {
+    pub bytes: u64,
+    pub dictionary: u64,
 }
 
 /// The writer properties of a candidate's run, and its middle object's chunk sizes under them.
@@ -391,11 +410,14 @@ struct Trial {
 
 /// `props` with each column's dictionary as the loader's trial decides it for a run: encoded
 /// with and without one (the middle object's rows, as the loader tries the run's middle rows),
-/// the smaller wins.
+/// the smaller wins. A column of `stored` (the table's objects hold it with a dictionary) keeps
+/// one: a sample of a few percent repeats few of an object's values, so its trial is biased
+/// against a dictionary that the whole object's rows choose.
 fn with_trial(
     sorted: &RecordBatch,
     objects: usize,
     props: &WriterProperties,
+    stored: &std::collections::BTreeSet<String>,
 ) -> Result<Trial, AdviseError> {
     let n = sorted.num_rows();
     let k = objects.clamp(1, n.max(1));
@@ -412,7 +434,7 @@ fn with_trial(
     let mut b = props.clone().into_builder();
     let mut sizes = Vec::new();
     for ((f, w), p) in sorted.schema_ref().fields().iter().zip(with?).zip(without?) {
-        let dictionary = w.bytes < p.bytes;
+        let dictionary = w.bytes < p.bytes || stored.contains(f.name());
         b = b.set_column_dictionary_enabled(f.name().as_str().into(), dictionary);
         sizes.push(if dictionary { w } else { p });
     }
@@ -484,10 +506,67 @@ pub struct StatementEstimate {
     pub bytes: u64,
 }
 
+/// The scale from the sample's encoded bytes of a column to the table's, of its dictionary
+/// page and of the rest apart: a sample of a few percent holds about as many distinct values
+/// as rows, so its dictionary is a far larger share of the chunk than the table's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PartScale {
+    pub dictionary: f64,
+    pub data: f64,
+}
+
+impl PartScale {
+    /// The scale that makes `simulated` (the sample in the table's own order) the table's
+    /// `stored` bytes: of each part apart where both have a dictionary, else of the whole.
+    pub fn new(simulated: ChunkSize, stored: ChunkSize) -> PartScale {
+        let ratio = |real: u64, sim: u64| {
+            if sim == 0 {
+                0.0
+            } else {
+                real as f64 / sim as f64
+            }
+        };
+        let whole = ratio(stored.bytes, simulated.bytes);
+        let parts = simulated.dictionary > 0
+            && stored.dictionary > 0
+            && simulated.bytes > simulated.dictionary
+            && stored.bytes > stored.dictionary;
+        match parts {
+            true => PartScale {
+                dictionary: ratio(stored.dictionary, simulated.dictionary),
+                data: ratio(
+                    stored.bytes - stored.dictionary,
+                    simulated.bytes - simulated.dictionary,
+                ),
+            },
+            false => PartScale {
+                dictionary: whole,
+                data: whole,
+            },
+        }
+    }
+
+    /// The table's bytes of a simulated chunk (and of its dictionary page).
+    pub fn scaled(&self, chunk: ChunkSize) -> ScaledChunk {
+        let dictionary = chunk.dictionary as f64 * self.dictionary;
+        ScaledChunk {
+            bytes: dictionary + chunk.bytes.saturating_sub(chunk.dictionary) as f64 * self.data,
+            dictionary,
+        }
+    }
+}
+
+/// A chunk's bytes scaled to the table's, and its dictionary page's among them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScaledChunk {
+    pub bytes: f64,
+    pub dictionary: f64,
+}
+
 /// The scale from the sample's encoded bytes of each column to the table's.
 pub struct Scale {
     /// Per sampled column.
-    pub per_column: Vec<f64>,
+    pub per_column: Vec<PartScale>,
     /// Per sampled column, the sample's rows in one of the table's pages of it.
     pub page_rows: Vec<f64>,
     /// Bytes a kept object costs to open (footer and page index, as the query path reads
@@ -746,10 +825,13 @@ fn fetched(o: &SimObject, scale: &Scale, columns: &[usize], rows: &[bool]) -> f6
     let mut at = 0.0;
     for (f, fc) in scale.file_columns.iter().enumerate() {
         let (size, dictionary) = match fc.sampled {
-            Some(c) => (
-                o.column_bytes[c] as f64 * scale.per_column[c],
-                o.dictionary_bytes[c] as f64 * scale.per_column[c],
-            ),
+            Some(c) => {
+                let chunk = scale.per_column[c].scaled(ChunkSize {
+                    bytes: o.column_bytes[c],
+                    dictionary: o.dictionary_bytes[c],
+                });
+                (chunk.bytes, chunk.dictionary)
+            }
             None => (fc.bytes, fc.bytes * fc.dictionary_share),
         };
         if columns.contains(&f) {
@@ -810,4 +892,54 @@ pub struct Cost {
 /// The objects of a simulated candidate.
 pub fn object_count(sim: &Simulated) -> usize {
     sim.objects.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(bytes: u64, dictionary: u64) -> ChunkSize {
+        ChunkSize { bytes, dictionary }
+    }
+
+    #[test]
+    fn a_dictionary_scales_apart_from_the_rest_of_its_chunk() {
+        // The sample's chunk is mostly dictionary; the table's is mostly data pages.
+        let s = PartScale::new(chunk(1_000, 600), chunk(40_000, 8_000));
+        let own = s.scaled(chunk(1_000, 600));
+        assert!((own.bytes - 40_000.0).abs() < 1e-6, "{own:?}");
+        assert!((own.dictionary - 8_000.0).abs() < 1e-6, "{own:?}");
+        // Another order: twice the sample's dictionary, the same data pages.
+        let other = s.scaled(chunk(1_600, 1_200));
+        assert!((other.dictionary - 16_000.0).abs() < 1e-6, "{other:?}");
+        assert!((other.bytes - 48_000.0).abs() < 1e-6, "{other:?}");
+    }
+
+    #[test]
+    fn without_a_dictionary_on_either_side_the_whole_chunk_scales() {
+        let s = PartScale::new(chunk(1_000, 0), chunk(30_000, 0));
+        assert_eq!(s.dictionary, 30.0);
+        assert_eq!(s.data, 30.0);
+        // A dictionary the table's order does not bring scales as the whole chunk does.
+        let s = PartScale::new(chunk(1_000, 0), chunk(30_000, 5_000));
+        let other = s.scaled(chunk(800, 300));
+        assert!((other.bytes - 24_000.0).abs() < 1e-6, "{other:?}");
+        assert!((other.dictionary - 9_000.0).abs() < 1e-6, "{other:?}");
+        assert_eq!(PartScale::new(chunk(0, 0), chunk(10, 0)).data, 0.0);
+    }
+
+    #[test]
+    fn a_column_the_table_stores_with_a_dictionary_keeps_one() {
+        use arrow::array::{ArrayRef, StringArray};
+        // Every value distinct: on these rows alone a dictionary does not pay.
+        let words = StringArray::from_iter_values((0..4_000).map(|i| format!("{i:08}")));
+        let batch = RecordBatch::try_from_iter([("w", Arc::new(words) as ArrayRef)]).unwrap();
+        let props = properties(3).unwrap();
+        let none = std::collections::BTreeSet::new();
+        let plain = with_trial(&batch, 1, &props, &none).unwrap();
+        assert_eq!(plain.middle[0].dictionary, 0, "the trial alone picks none");
+        let stored = std::collections::BTreeSet::from(["w".to_string()]);
+        let kept = with_trial(&batch, 1, &props, &stored).unwrap();
+        assert!(kept.middle[0].dictionary > 0, "{:?}", kept.middle);
+    }
 }

@@ -15,7 +15,7 @@ pub mod log;
 pub mod sample;
 pub mod statements;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -458,11 +458,15 @@ fn estimate_all(
     let scale = Scale {
         per_column: current
             .column_totals()
-            .iter()
+            .into_iter()
             .zip(&columns)
-            .map(|(&sim, c)| {
-                let real = sample.column_bytes.get(c).copied().unwrap_or(0) as f64;
-                if sim == 0 { 0.0 } else { real / sim as f64 }
+            .map(|(sim, c)| {
+                let stored = |m: &BTreeMap<String, u64>| m.get(c).copied().unwrap_or(0);
+                let stored = estimate::ChunkSize {
+                    bytes: stored(&sample.column_bytes),
+                    dictionary: stored(&sample.dictionary_bytes),
+                };
+                estimate::PartScale::new(sim, stored)
             })
             .collect(),
         page_rows: columns
@@ -502,9 +506,9 @@ fn estimate_all(
         costed.push((sim.clone(), statements.clone()));
         let stored: f64 = sim
             .column_totals()
-            .iter()
+            .into_iter()
             .zip(&scale.per_column)
-            .map(|(&b, s)| b as f64 * s)
+            .map(|(b, s)| s.scaled(b).bytes)
             .sum::<f64>()
             + unsampled as f64
             + sample.page_index_bytes * estimate::object_count(sim) as f64;
@@ -551,18 +555,23 @@ fn simulate_all(
         })
         .collect();
     let distinct: Vec<usize> = (0..candidates.len()).filter(|&i| first[i] == i).collect();
+    let dictionaries: BTreeSet<String> = sample
+        .dictionary_bytes
+        .iter()
+        .filter(|(_, b)| **b > 0)
+        .map(|(c, _)| c.clone())
+        .collect();
+    let table = estimate::Table {
+        objects: sample.objects,
+        zstd_level: opts.zstd_level,
+        dictionaries: &dictionaries,
+        lookups,
+    };
     let simulated: Vec<(usize, Arc<Simulated>)> = distinct
         .par_iter()
         .map(|&i| {
             let (o, sort_s) = &ordered[i];
-            let mut sim = estimate::simulate(
-                &sample.batch,
-                &candidates[i],
-                &o.order,
-                sample.objects,
-                opts.zstd_level,
-                lookups,
-            )?;
+            let mut sim = estimate::simulate(&sample.batch, &candidates[i], &o.order, &table)?;
             sim.seconds += sort_s;
             Ok((i, Arc::new(sim)))
         })
