@@ -7,7 +7,8 @@
 //! the statistics of every column the statement filters on allow it too (as DataFusion's
 //! row-group pruning does): a read object costs its chunks of the columns the statement reads.
 //! Column sizes are the sample's encoded sizes, scaled by the ratio of the table's stored size
-//! of each column to the sample's encoded size of it in the table's own order.
+//! of each column to the sample's encoded size of it in the table's own order, dictionary page
+//! and data pages apart.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -135,9 +136,11 @@ pub fn ordered(sample: &RecordBatch, c: &Candidate) -> Result<Ordered, AdviseErr
 pub struct Table<'a> {
     /// The objects the table has: a simulation cuts the sample into as many.
     pub objects: usize,
+    /// The zstd level its objects are written at.
     pub zstd_level: i32,
     /// The columns the table's objects store with a dictionary page.
     pub dictionaries: &'a std::collections::BTreeSet<String>,
+    /// The strings the statements look up, by column.
     pub lookups: &'a Lookups,
 }
 
@@ -394,7 +397,6 @@ fn bloom_of<'a>(a: &'a ArrayRef, extra: impl Iterator<Item = &'a [u8]>, fpp: f64
     Filter::from_bytes(&bytes).expect("a filter just written reads back")
 }
 
-/// A column chunk's encoded bytes, and those of its dictionary page.
 /// Bytes of a column chunk, and of its dictionary page among them (0: none).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct ChunkSize {
@@ -410,14 +412,14 @@ struct Trial {
 
 /// `props` with each column's dictionary as the loader's trial decides it for a run: encoded
 /// with and without one (the middle object's rows, as the loader tries the run's middle rows),
-/// the smaller wins. A column of `stored` (the table's objects hold it with a dictionary) keeps
+/// the smaller wins. A column of `dictionaries` (the table's objects hold it with one) keeps
 /// one: a sample of a few percent repeats few of an object's values, so its trial is biased
 /// against a dictionary that the whole object's rows choose.
 fn with_trial(
     sorted: &RecordBatch,
     objects: usize,
     props: &WriterProperties,
-    stored: &std::collections::BTreeSet<String>,
+    dictionaries: &std::collections::BTreeSet<String>,
 ) -> Result<Trial, AdviseError> {
     let n = sorted.num_rows();
     let k = objects.clamp(1, n.max(1));
@@ -434,7 +436,7 @@ fn with_trial(
     let mut b = props.clone().into_builder();
     let mut sizes = Vec::new();
     for ((f, w), p) in sorted.schema_ref().fields().iter().zip(with?).zip(without?) {
-        let dictionary = w.bytes < p.bytes || stored.contains(f.name());
+        let dictionary = w.bytes < p.bytes || dictionaries.contains(f.name());
         b = b.set_column_dictionary_enabled(f.name().as_str().into(), dictionary);
         sizes.push(if dictionary { w } else { p });
     }
@@ -507,8 +509,8 @@ pub struct StatementEstimate {
 }
 
 /// The scale from the sample's encoded bytes of a column to the table's, of its dictionary
-/// page and of the rest apart: a sample of a few percent holds about as many distinct values
-/// as rows, so its dictionary is a far larger share of the chunk than the table's.
+/// page and of the rest apart: for a column of many distinct values, a sample of a few percent
+/// holds about as many distinct values as rows, so its dictionary is a far larger share of the chunk than the table's.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PartScale {
     pub dictionary: f64,
@@ -920,12 +922,16 @@ mod tests {
         let s = PartScale::new(chunk(1_000, 0), chunk(30_000, 0));
         assert_eq!(s.dictionary, 30.0);
         assert_eq!(s.data, 30.0);
-        // A dictionary the table's order does not bring scales as the whole chunk does.
+        // Where the table's order gives the sample no dictionary, the whole chunk's ratio
+        // scales one that another order brings.
         let s = PartScale::new(chunk(1_000, 0), chunk(30_000, 5_000));
         let other = s.scaled(chunk(800, 300));
         assert!((other.bytes - 24_000.0).abs() < 1e-6, "{other:?}");
         assert!((other.dictionary - 9_000.0).abs() < 1e-6, "{other:?}");
         assert_eq!(PartScale::new(chunk(0, 0), chunk(10, 0)).data, 0.0);
+        // A sample's chunk that is all dictionary has no data pages to scale apart.
+        let s = PartScale::new(chunk(500, 500), chunk(40_000, 8_000));
+        assert_eq!((s.dictionary, s.data), (80.0, 80.0));
     }
 
     #[test]

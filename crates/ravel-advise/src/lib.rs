@@ -461,10 +461,10 @@ fn estimate_all(
             .into_iter()
             .zip(&columns)
             .map(|(sim, c)| {
-                let stored = |m: &BTreeMap<String, u64>| m.get(c).copied().unwrap_or(0);
+                let of = |m: &BTreeMap<String, u64>| m.get(c).copied().unwrap_or(0);
                 let stored = estimate::ChunkSize {
-                    bytes: stored(&sample.column_bytes),
-                    dictionary: stored(&sample.dictionary_bytes),
+                    bytes: of(&sample.column_bytes),
+                    dictionary: of(&sample.dictionary_bytes),
                 };
                 estimate::PartScale::new(sim, stored)
             })
@@ -555,6 +555,8 @@ fn simulate_all(
         })
         .collect();
     let distinct: Vec<usize> = (0..candidates.len()).filter(|&i| first[i] == i).collect();
+    // A column that any object stores with a dictionary: a compacted table is one run, whose
+    // trial chose for every object alike.
     let dictionaries: BTreeSet<String> = sample
         .dictionary_bytes
         .iter()
