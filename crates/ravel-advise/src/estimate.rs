@@ -510,7 +510,8 @@ pub struct StatementEstimate {
 
 /// The scale from the sample's encoded bytes of a column to the table's, of its dictionary
 /// page and of the rest apart: for a column of many distinct values, a sample of a few percent
-/// holds about as many distinct values as rows, so its dictionary is a far larger share of the chunk than the table's.
+/// holds about as many distinct values as rows, so its dictionary is a far larger share of the
+/// chunk than the table's.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PartScale {
     pub dictionary: f64,
@@ -533,18 +534,18 @@ impl PartScale {
             && stored.dictionary > 0
             && simulated.bytes > simulated.dictionary
             && stored.bytes > stored.dictionary;
-        match parts {
-            true => PartScale {
-                dictionary: ratio(stored.dictionary, simulated.dictionary),
-                data: ratio(
-                    stored.bytes - stored.dictionary,
-                    simulated.bytes - simulated.dictionary,
-                ),
-            },
-            false => PartScale {
+        if !parts {
+            return PartScale {
                 dictionary: whole,
                 data: whole,
-            },
+            };
+        }
+        PartScale {
+            dictionary: ratio(stored.dictionary, simulated.dictionary),
+            data: ratio(
+                stored.bytes - stored.dictionary,
+                simulated.bytes - simulated.dictionary,
+            ),
         }
     }
 

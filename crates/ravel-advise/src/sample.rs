@@ -194,10 +194,11 @@ async fn read_object(
         let name = root.get_fields().get(i).map(|f| f.name());
         name.and_then(|n| columns.get(n)).map_or(0, |c| c.bytes)
     };
+    let selection = blocks(rows, fraction);
     let tasks = column_groups(indices, stored).into_iter().map(|group| {
         let file = ObjectFile::new(store.clone(), &o.key, o.bytes);
         let meta = meta.clone();
-        let selection = blocks(rows, fraction);
+        let selection = selection.clone();
         tokio::spawn(async move {
             let mask = ProjectionMask::roots(meta.metadata().file_metadata().schema_descr(), group);
             let batches: Vec<RecordBatch> =
