@@ -48,8 +48,31 @@ struct SimObject {
     /// The same rows as statements see them (binary columns as strings).
     seen: RecordBatch,
     /// Per sampled column, the value range of each of its pages (`None`: no range), found
-    /// once the pages' rows are known and shared by every statement.
-    page_ranges: Vec<OnceLock<Vec<Option<ValueRange>>>>,
+    /// once the pages' rows are known and shared by every statement and every candidate of
+    /// the same order.
+    page_ranges: PageRanges,
+}
+
+/// Per sampled column of an object, the value ranges of its pages, each found at most once.
+type PageRanges = Arc<[OnceLock<Vec<Option<ValueRange>>>]>;
+
+/// The sample put in one order, cut into the table's objects and encoded: what every
+/// candidate that puts the sample in that order shares.
+pub struct Encoded {
+    sorted: RecordBatch,
+    parts: Vec<Part>,
+    /// Time to sort and encode the sample in this order.
+    seconds: f64,
+}
+
+/// One object of an [`Encoded`] order.
+struct Part {
+    /// Ranges of every sampled column.
+    stats: ObjectEntry,
+    sizes: Vec<ChunkSize>,
+    rows: RecordBatch,
+    seen: RecordBatch,
+    page_ranges: PageRanges,
 }
 
 /// A candidate's objects, simulated.
@@ -109,6 +132,13 @@ pub struct Signature {
     arrival: bool,
 }
 
+impl Signature {
+    /// Whether the two put the sample in the same order (their encodings are the same).
+    pub fn same_order(&self, other: &Signature) -> bool {
+        self.order == other.order
+    }
+}
+
 /// The order candidate `c` puts the sample in.
 pub struct Ordered {
     pub signature: Signature,
@@ -144,48 +174,95 @@ pub struct Table<'a> {
     pub lookups: &'a Lookups,
 }
 
-/// Simulates candidate `c` on `sample` put in `order`, cut into as many objects as `table` has.
-pub fn simulate(
+/// Encodes `sample` (and `seen`, the same rows as statements see them) put in `order`, cut
+/// into as many objects as `table` has.
+pub fn encode(
     sample: &RecordBatch,
-    c: &Candidate,
+    seen: &RecordBatch,
     order: &UInt32Array,
     table: &Table<'_>,
-) -> Result<Simulated, AdviseError> {
+) -> Result<Encoded, AdviseError> {
     let started = Instant::now();
-    let lookups = table.lookups;
     let sorted = take_record_batch(sample, order)?;
+    let seen = take_record_batch(seen, order)?;
     let n = sorted.num_rows();
     let k = table.objects.clamp(1, n.max(1));
-    let layout_columns = layout_columns(&c.layout);
-    let bloom_columns = bloom_columns(&c.layout, sample);
     let trial = with_trial(
         &sorted,
         k,
         &properties(table.zstd_level)?,
         table.dictionaries,
     )?;
-    let leading = c.layout.stream.clone().or_else(|| c.layout.time.clone());
-    let unseen = place_unseen(&sorted, k, &bloom_columns, leading.as_deref(), lookups);
-    let mut sims = (0..k)
+    let parts = (0..k)
         .into_par_iter()
         .map(|j| {
-            let slice = sorted.slice(j * n / k, (j + 1) * n / k - j * n / k);
-            let extra = Placed {
-                object: j,
-                unseen: &unseen,
-            };
-            let blooms = Blooms {
-                columns: &bloom_columns,
-                fpp: c.layout.bloom.fpp,
-            };
+            let (at, len) = (j * n / k, (j + 1) * n / k - j * n / k);
+            let rows = sorted.slice(at, len);
             // The trial encoded the middle object both ways: its sizes are the winners'.
             let sizes = match j == k / 2 {
                 true => trial.middle.clone(),
-                false => chunk_sizes(&slice, &trial.props)?,
+                false => chunk_sizes(&rows, &trial.props)?,
             };
-            sim_object(&slice, &layout_columns, blooms, sizes, extra)
+            part(rows, seen.slice(at, len), sizes)
         })
-        .collect::<Result<Vec<SimObject>, AdviseError>>()?;
+        .collect::<Result<Vec<Part>, AdviseError>>()?;
+    Ok(Encoded {
+        sorted,
+        parts,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+fn part(rows: RecordBatch, seen: RecordBatch, sizes: Vec<ChunkSize>) -> Result<Part, AdviseError> {
+    let mut stats = entry(rows.num_rows());
+    for (f, a) in rows.schema_ref().fields().iter().zip(rows.columns()) {
+        if let Some(r) = ravel_manifest::value_range(std::slice::from_ref(a))? {
+            stats.ranges.insert(f.name().clone(), r);
+        }
+    }
+    Ok(Part {
+        stats,
+        sizes,
+        page_ranges: (0..rows.num_columns()).map(|_| OnceLock::new()).collect(),
+        rows,
+        seen,
+    })
+}
+
+/// Simulates candidate `c` on the sample `encoded` in its order.
+pub fn simulate(
+    encoded: &Encoded,
+    c: &Candidate,
+    table: &Table<'_>,
+) -> Result<Simulated, AdviseError> {
+    let started = Instant::now();
+    let k = encoded.parts.len();
+    let layout_columns = layout_columns(&c.layout);
+    let bloom_columns = bloom_columns(&c.layout, &encoded.sorted);
+    let leading = c.layout.stream.clone().or_else(|| c.layout.time.clone());
+    let unseen = place_unseen(
+        &encoded.sorted,
+        k,
+        &bloom_columns,
+        leading.as_deref(),
+        table.lookups,
+    );
+    let blooms = Blooms {
+        columns: &bloom_columns,
+        fpp: c.layout.bloom.fpp,
+    };
+    let mut sims: Vec<SimObject> = encoded
+        .parts
+        .par_iter()
+        .enumerate()
+        .map(|(j, p)| {
+            let placed = Placed {
+                object: j,
+                unseen: &unseen,
+            };
+            sim_object(p, &layout_columns, blooms, placed)
+        })
+        .collect();
     if let Some(lead) =
         leading.filter(|_| c.kind == CandidateKind::Arrival || c.layout.clustering_key.is_some())
     {
@@ -193,7 +270,7 @@ pub fn simulate(
     }
     Ok(Simulated {
         objects: sims,
-        seconds: started.elapsed().as_secs_f64(),
+        seconds: encoded.seconds + started.elapsed().as_secs_f64(),
     })
 }
 
@@ -220,10 +297,12 @@ fn layout_columns(layout: &Layout) -> Vec<String> {
         .collect()
 }
 
+/// The simulation's writer: the table's codec, without statistics (a simulated object's value
+/// ranges are taken from its rows, and its sizes are scaled to the table's own).
 fn properties(zstd_level: i32) -> Result<WriterProperties, AdviseError> {
     Ok(WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(zstd_level)?))
-        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_statistics_enabled(EnabledStatistics::None)
         .set_max_row_group_row_count(None)
         .build())
 }
@@ -311,22 +390,14 @@ struct Blooms<'a> {
 }
 
 fn sim_object(
-    slice: &RecordBatch,
+    part: &Part,
     layout_columns: &[String],
     bloom: Blooms<'_>,
-    sizes: Vec<ChunkSize>,
     placed: Placed<'_>,
-) -> Result<SimObject, AdviseError> {
-    let schema = slice.schema();
-    let mut stats = entry(slice.num_rows());
-    for (f, a) in schema.fields().iter().zip(slice.columns()) {
-        if let Some(r) = ravel_manifest::value_range(std::slice::from_ref(a))? {
-            stats.ranges.insert(f.name().clone(), r);
-        }
-    }
-    let mut manifest = entry(slice.num_rows());
+) -> SimObject {
+    let mut manifest = entry(part.rows.num_rows());
     for c in layout_columns {
-        if let Some(r) = stats.ranges.get(c) {
+        if let Some(r) = part.stats.ranges.get(c) {
             manifest.ranges.insert(c.clone(), r.clone());
         }
     }
@@ -341,20 +412,20 @@ fn sim_object(
                 .map(|u| u.value.as_slice());
             Some((
                 c.clone(),
-                bloom_of(slice.column_by_name(c)?, extra, bloom.fpp),
+                bloom_of(part.rows.column_by_name(c)?, extra, bloom.fpp),
             ))
         })
         .collect();
-    Ok(SimObject {
+    SimObject {
         manifest,
-        stats,
+        stats: part.stats.clone(),
         blooms,
-        column_bytes: sizes.iter().map(|s| s.bytes).collect(),
-        dictionary_bytes: sizes.iter().map(|s| s.dictionary).collect(),
-        rows: slice.clone(),
-        seen: as_seen(slice)?,
-        page_ranges: (0..slice.num_columns()).map(|_| OnceLock::new()).collect(),
-    })
+        column_bytes: part.sizes.iter().map(|s| s.bytes).collect(),
+        dictionary_bytes: part.sizes.iter().map(|s| s.dictionary).collect(),
+        rows: part.rows.clone(),
+        seen: part.seen.clone(),
+        page_ranges: part.page_ranges.clone(),
+    }
 }
 
 /// The schema statements see: binary columns as strings, as the query path registers them.
@@ -365,7 +436,8 @@ pub fn seen_schema(schema: &arrow::datatypes::Schema) -> arrow::datatypes::Schem
     transform_schema_to_view(&transform_binary_to_string(schema))
 }
 
-fn as_seen(batch: &RecordBatch) -> Result<RecordBatch, AdviseError> {
+/// `batch` as statements see it: binary columns as strings.
+pub fn as_seen(batch: &RecordBatch) -> Result<RecordBatch, AdviseError> {
     let schema = Arc::new(seen_schema(batch.schema_ref()));
     let columns = batch
         .columns()
@@ -429,16 +501,25 @@ fn with_trial(
         .into_builder()
         .set_dictionary_enabled(false)
         .build();
+    // Only the columns whose choice is open are tried without one.
+    let open: Vec<usize> = (0..middle.num_columns())
+        .filter(|&i| !dictionaries.contains(middle.schema_ref().field(i).name()))
+        .collect();
     let (with, without) = rayon::join(
         || chunk_sizes(&middle, props),
-        || chunk_sizes(&middle, &plain),
+        || chunk_sizes(&middle.project(&open)?, &plain),
     );
+    let (with, without) = (with?, without?);
     let mut b = props.clone().into_builder();
     let mut sizes = Vec::new();
-    for ((f, w), p) in sorted.schema_ref().fields().iter().zip(with?).zip(without?) {
-        let dictionary = w.bytes < p.bytes || dictionaries.contains(f.name());
+    for (i, (f, w)) in sorted.schema_ref().fields().iter().zip(with).enumerate() {
+        let p = open.iter().position(|&o| o == i).map(|k| without[k]);
+        let dictionary = p.is_none_or(|p| w.bytes < p.bytes);
         b = b.set_column_dictionary_enabled(f.name().as_str().into(), dictionary);
-        sizes.push(if dictionary { w } else { p });
+        sizes.push(match p {
+            Some(p) if !dictionary => p,
+            _ => w,
+        });
     }
     Ok(Trial {
         props: b.build(),

@@ -112,7 +112,7 @@ impl Default for AdviseOptions {
     fn default() -> Self {
         AdviseOptions {
             candidates: 10,
-            sample_rows: 50_000,
+            sample_rows: 40_000,
             sql_name: None,
             zstd_level: 3,
             margin: 0.95,
@@ -206,6 +206,7 @@ pub async fn advise(
     } = split(table, &planned)?;
     let current = LayoutStore::new(store, table)?.load().await?;
     let columns = sampled_columns(&scans, &current, &schema);
+    tracing::debug!(columns = ?columns, "sampled columns");
     let mut stages = Stages {
         plan_s: started.elapsed().as_secs_f64(),
         ..Stages::default()
@@ -569,18 +570,39 @@ fn simulate_all(
         dictionaries: &dictionaries,
         lookups,
     };
+    // Signatures that differ only in what the manifest and the filters record share the
+    // encoding of their order.
+    let same_order =
+        |i: usize, j: usize| ordered[i].0.signature.same_order(&ordered[j].0.signature);
+    let orders: Vec<usize> = distinct
+        .iter()
+        .copied()
+        .filter(|&i| distinct.iter().find(|&&j| same_order(i, j)) == Some(&i))
+        .collect();
+    let seen = estimate::as_seen(&sample.batch)?;
+    let encoded: Vec<(usize, estimate::Encoded)> = orders
+        .par_iter()
+        .map(|&i| {
+            let e = estimate::encode(&sample.batch, &seen, &ordered[i].0.order, &table)?;
+            Ok((i, e))
+        })
+        .collect::<Result<_, AdviseError>>()?;
     let simulated: Vec<(usize, Arc<Simulated>)> = distinct
         .par_iter()
         .map(|&i| {
-            let (o, sort_s) = &ordered[i];
-            let mut sim = estimate::simulate(&sample.batch, &candidates[i], &o.order, &table)?;
-            sim.seconds += sort_s;
+            let (_, e) = encoded
+                .iter()
+                .find(|(j, _)| same_order(i, *j))
+                .expect("every order is encoded");
+            let mut sim = estimate::simulate(e, &candidates[i], &table)?;
+            sim.seconds += ordered[i].1;
             Ok((i, Arc::new(sim)))
         })
         .collect::<Result<_, AdviseError>>()?;
     tracing::debug!(
         candidates = candidates.len(),
-        orders = distinct.len(),
+        simulations = distinct.len(),
+        orders = orders.len(),
         "candidates simulated"
     );
     Ok(first

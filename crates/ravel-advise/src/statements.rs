@@ -50,16 +50,17 @@ pub struct Skipped {
 
 /// Plans every statement against `q` (registered over the table) and reads its scans.
 pub async fn plan_all(q: &QueryTable, schema: &Schema, statements: &[Statement]) -> Vec<Planned> {
+    use rayon::prelude::*;
     let pruner = Pruner::new(schema);
-    let mut out = Vec::with_capacity(statements.len());
-    for s in statements {
-        let scan = scan_of(q, schema, &pruner, &s.sql).await;
-        out.push(Planned {
+    // Planning waits on nothing (the table is registered in memory): the statements plan on
+    // every worker.
+    statements
+        .par_iter()
+        .map(|s| Planned {
             statement: s.clone(),
-            scan,
-        });
-    }
-    out
+            scan: futures::executor::block_on(scan_of(q, schema, &pruner, &s.sql)),
+        })
+        .collect()
 }
 
 async fn scan_of(
