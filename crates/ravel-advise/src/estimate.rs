@@ -166,8 +166,6 @@ pub fn ordered(sample: &RecordBatch, c: &Candidate) -> Result<Ordered, AdviseErr
 pub struct Table<'a> {
     /// The objects the table has: a simulation cuts the sample into as many.
     pub objects: usize,
-    /// The zstd level its objects are written at.
-    pub zstd_level: i32,
     /// The columns the table's objects store with a dictionary page.
     pub dictionaries: &'a std::collections::BTreeSet<String>,
     /// The strings the statements look up, by column.
@@ -187,12 +185,7 @@ pub fn encode(
     let seen = take_record_batch(seen, order)?;
     let n = sorted.num_rows();
     let k = table.objects.clamp(1, n.max(1));
-    let trial = with_trial(
-        &sorted,
-        k,
-        &properties(table.zstd_level)?,
-        table.dictionaries,
-    )?;
+    let trial = with_trial(&sorted, k, &properties()?, table.dictionaries)?;
     let parts = (0..k)
         .into_par_iter()
         .map(|j| {
@@ -297,11 +290,12 @@ fn layout_columns(layout: &Layout) -> Vec<String> {
         .collect()
 }
 
-/// The simulation's writer: the table's codec, without statistics (a simulated object's value
-/// ranges are taken from its rows, and its sizes are scaled to the table's own).
-fn properties(zstd_level: i32) -> Result<WriterProperties, AdviseError> {
+/// The simulation's writer: zstd at its fastest level, without statistics. Its sizes are scaled
+/// to the table's own per column, so only their ratios between orders count, and the fastest
+/// level gives those as well; a simulated object's value ranges are taken from its rows.
+fn properties() -> Result<WriterProperties, AdviseError> {
     Ok(WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(zstd_level)?))
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1)?))
         .set_statistics_enabled(EnabledStatistics::None)
         .set_max_row_group_row_count(None)
         .build())
@@ -1022,7 +1016,7 @@ mod tests {
         // Every value distinct: on these rows alone a dictionary does not pay.
         let words = StringArray::from_iter_values((0..4_000).map(|i| format!("{i:08}")));
         let batch = RecordBatch::try_from_iter([("w", Arc::new(words) as ArrayRef)]).unwrap();
-        let props = properties(3).unwrap();
+        let props = properties().unwrap();
         let none = std::collections::BTreeSet::new();
         let plain = with_trial(&batch, 1, &props, &none).unwrap();
         assert_eq!(plain.middle[0].dictionary, 0, "the trial alone picks none");

@@ -101,8 +101,6 @@ pub struct AdviseOptions {
     pub sample_rows: usize,
     /// The name statements use for the table (default: its own).
     pub sql_name: Option<String>,
-    /// The zstd level the table's objects are written with.
-    pub zstd_level: i32,
     /// A candidate is recommended over the current layout only when it reads less than this
     /// share of the current layout's bytes (a change costs a re-clustering).
     pub margin: f64,
@@ -114,7 +112,6 @@ impl Default for AdviseOptions {
             candidates: 10,
             sample_rows: 40_000,
             sql_name: None,
-            zstd_level: 3,
             margin: 0.95,
         }
     }
@@ -234,7 +231,7 @@ pub async fn advise(
         range_spans: &range_spans(&sample.batch, time.as_deref(), &weighted),
         max: opts.candidates,
     });
-    let estimates = estimate_all(&candidates, &sample, &scans, &schema, &q, opts)?;
+    let estimates = estimate_all(&candidates, &sample, &scans, &schema, &q)?;
     stages.estimate_s = started.elapsed().as_secs_f64() - stages.plan_s - stages.sample_s;
     Ok(rank(
         Advice {
@@ -442,10 +439,9 @@ fn estimate_all(
     scans: &[Advised<'_>],
     schema: &Schema,
     q: &QueryTable,
-    opts: &AdviseOptions,
 ) -> Result<Vec<Estimate>, AdviseError> {
     let started = Instant::now();
-    let sims = simulate_all(candidates, sample, opts, &lookups(scans))?;
+    let sims = simulate_all(candidates, sample, &lookups(scans))?;
     tracing::debug!(seconds = started.elapsed().as_secs_f64(), "simulated");
     let started = Instant::now();
     let columns: Vec<String> = sample
@@ -536,7 +532,6 @@ fn estimate_all(
 fn simulate_all(
     candidates: &[Candidate],
     sample: &sample::Sample,
-    opts: &AdviseOptions,
     lookups: &estimate::Lookups,
 ) -> Result<Vec<Arc<Simulated>>, AdviseError> {
     let ordered: Vec<(estimate::Ordered, f64)> = candidates
@@ -566,7 +561,6 @@ fn simulate_all(
         .collect();
     let table = estimate::Table {
         objects: sample.objects,
-        zstd_level: opts.zstd_level,
         dictionaries: &dictionaries,
         lookups,
     };
