@@ -1011,6 +1011,68 @@ mod tests {
     }
 
     #[test]
+    fn candidates_of_one_order_share_its_encoding_and_keep_their_own_filters() {
+        use arrow::array::{ArrayRef, Int64Array, StringArray};
+        use ravel_layout::{Bloom, BloomScope, BucketWidth, ClusteringKey};
+        let n = 4_000;
+        let batch = RecordBatch::try_from_iter([
+            (
+                "k",
+                Arc::new(Int64Array::from_iter_values((0..n).map(|i| i * 7_919 % 97))) as ArrayRef,
+            ),
+            (
+                "s",
+                Arc::new(StringArray::from_iter_values(
+                    (0..n).map(|i| format!("v{}", i % 13)),
+                )) as ArrayRef,
+            ),
+        ])
+        .unwrap();
+        let order = arrow::compute::sort_to_indices(batch.column(0), None, None).unwrap();
+        let seen = as_seen(&batch).unwrap();
+        let (none, lookups) = (std::collections::BTreeSet::new(), Lookups::new());
+        let table = Table {
+            objects: 4,
+            dictionaries: &none,
+            lookups: &lookups,
+        };
+        let encoded = encode(&batch, &seen, &order, &table).unwrap();
+        let candidate = |scope: BloomScope| Candidate {
+            name: scope.to_string(),
+            kind: CandidateKind::Generated,
+            layout: Layout {
+                clustering_key: Some(ClusteringKey {
+                    columns: vec!["k".into()],
+                    bucket_width: BucketWidth::from_seconds(86_400).unwrap(),
+                }),
+                bloom: Bloom { scope, fpp: 0.01 },
+                ..Layout::default()
+            },
+        };
+        let filtered = simulate(
+            &encoded,
+            &candidate(BloomScope::Columns(vec!["s".into()])),
+            &table,
+        )
+        .unwrap();
+        let bare = simulate(&encoded, &candidate(BloomScope::None), &table).unwrap();
+        assert_eq!(filtered.objects.len(), 4);
+        for (f, b) in filtered.objects.iter().zip(&bare.objects) {
+            assert!(Arc::ptr_eq(&f.page_ranges, &b.page_ranges), "one encoding");
+            assert_eq!(f.column_bytes, b.column_bytes);
+            assert_eq!(f.manifest.ranges.keys().collect::<Vec<_>>(), ["k"]);
+            assert_eq!((f.blooms.len(), b.blooms.len()), (1, 0));
+        }
+        // The objects hold the order's runs of `k`.
+        let first = &filtered.objects[0].stats.ranges["k"];
+        let last = &filtered.objects[3].stats.ranges["k"];
+        assert!(
+            first.max.as_i64().is_some() && first.max.as_i64() <= last.min.as_i64(),
+            "{first:?} {last:?}"
+        );
+    }
+
+    #[test]
     fn a_column_the_table_stores_with_a_dictionary_keeps_one() {
         use arrow::array::{ArrayRef, StringArray};
         // Every value distinct: on these rows alone a dictionary does not pay.
