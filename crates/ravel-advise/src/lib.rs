@@ -129,7 +129,8 @@ pub struct Estimate {
     pub relative: f64,
     /// Bytes the table would take stored.
     pub stored_bytes: u64,
-    /// Sorting and encoding the sample in this order, over the same for the current layout.
+    /// Sorting and encoding the sample in this order (at the simulation's zstd level) and
+    /// building its filters, over the same for the current layout.
     pub load_cost: f64,
     pub statements: Vec<StatementEstimate>,
 }
@@ -196,7 +197,7 @@ pub async fn advise(
     )
     .await?;
     let schema = q.file_schema().clone();
-    let planned = statements::plan_all(&q, &schema, &statements).await;
+    let planned = statements::plan_all(&q, &schema, &statements);
     let Split {
         advised: scans,
         skipped,
@@ -526,9 +527,9 @@ fn estimate_all(
     Ok(out)
 }
 
-/// Each candidate's simulation, in the candidates' order: candidates that put the sample in
-/// the same order (same [`estimate::Signature`]) share one, and the distinct ones run in
-/// parallel.
+/// Each candidate's simulation, in the candidates' order: candidates of one
+/// [`estimate::Signature`] share a simulation, those that put the sample in the same order
+/// share its encoding, and the distinct ones run in parallel.
 fn simulate_all(
     candidates: &[Candidate],
     sample: &sample::Sample,
@@ -564,8 +565,8 @@ fn simulate_all(
         dictionaries: &dictionaries,
         lookups,
     };
-    // Signatures that differ only in what the manifest and the filters record share the
-    // encoding of their order.
+    // Signatures that differ only in what the manifest and the filters record, or in being
+    // arrival order, share the encoding of their order.
     let same_order =
         |i: usize, j: usize| ordered[i].0.signature.same_order(&ordered[j].0.signature);
     let orders: Vec<usize> = distinct
@@ -573,14 +574,7 @@ fn simulate_all(
         .copied()
         .filter(|&i| distinct.iter().find(|&&j| same_order(i, j)) == Some(&i))
         .collect();
-    let seen = estimate::as_seen(&sample.batch)?;
-    let encoded: Vec<(usize, estimate::Encoded)> = orders
-        .par_iter()
-        .map(|&i| {
-            let e = estimate::encode(&sample.batch, &seen, &ordered[i].0.order, &table)?;
-            Ok((i, e))
-        })
-        .collect::<Result<_, AdviseError>>()?;
+    let encoded = encode_orders(&orders, &ordered, sample, &table)?;
     let simulated: Vec<(usize, Arc<Simulated>)> = distinct
         .par_iter()
         .map(|&i| {
@@ -609,6 +603,24 @@ fn simulate_all(
                 .expect("every signature's first candidate is simulated")
         })
         .collect())
+}
+
+/// The sample encoded in the order of each candidate of `orders` (indices into `ordered`),
+/// in parallel, with the index of the candidate it stands for.
+fn encode_orders(
+    orders: &[usize],
+    ordered: &[(estimate::Ordered, f64)],
+    sample: &sample::Sample,
+    table: &estimate::Table<'_>,
+) -> Result<Vec<(usize, estimate::Encoded)>, AdviseError> {
+    let seen = estimate::as_seen(&sample.batch)?;
+    orders
+        .par_iter()
+        .map(|&i| {
+            let e = estimate::encode(&sample.batch, &seen, &ordered[i].0.order, table)?;
+            Ok((i, e))
+        })
+        .collect()
 }
 
 /// Every statement's cost under one simulated candidate, the statements costed in parallel.

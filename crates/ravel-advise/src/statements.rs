@@ -48,8 +48,9 @@ pub struct Skipped {
     pub error: String,
 }
 
-/// Plans every statement against `q` (registered over the table) and reads its scans.
-pub async fn plan_all(q: &QueryTable, schema: &Schema, statements: &[Statement]) -> Vec<Planned> {
+/// Plans every statement against `q` (registered over the table) and reads its scans, on
+/// rayon's workers; the caller waits until all are planned.
+pub fn plan_all(q: &QueryTable, schema: &Schema, statements: &[Statement]) -> Vec<Planned> {
     use rayon::prelude::*;
     let pruner = Pruner::new(schema);
     // Planning waits on nothing (the table is registered in memory): the statements plan on
