@@ -34,33 +34,20 @@ use crate::statements::Scan;
 struct SimObject {
     /// Ranges of the candidate's layout columns: what its manifest would record.
     manifest: ObjectEntry,
-    /// Ranges of every sampled column: what its footer's statistics would say.
+    /// Ranges of every sampled column: what its footer's statistics would say (the order's,
+    /// widened where the candidate leads by the column).
     stats: ObjectEntry,
     /// Filters of the candidate's Bloom-scope columns.
     blooms: Vec<(String, Filter)>,
-    /// Encoded bytes of each sampled column's chunk of this object (the sample's rows only),
-    /// with a dictionary where the loader's trial would choose one for the run.
-    column_bytes: Vec<u64>,
-    /// Bytes of each sampled column's dictionary page in that chunk (0: no dictionary).
-    dictionary_bytes: Vec<u64>,
-    /// The object's sampled rows, in the candidate's order (for its pages).
-    rows: RecordBatch,
-    /// The same rows as statements see them (binary columns as strings).
-    seen: RecordBatch,
-    /// Per sampled column, the value range of each of its pages (`None`: no range), found
-    /// once the pages' rows are known and shared by every statement and every candidate of
-    /// the same order.
-    page_ranges: PageRanges,
+    /// The object's rows and sizes, shared by every candidate of the same order.
+    part: Arc<Part>,
 }
-
-/// Per sampled column of an object, the value ranges of its pages, each found at most once.
-type PageRanges = Arc<[OnceLock<Vec<Option<ValueRange>>>]>;
 
 /// The sample put in one order, cut into the table's objects and encoded: what every
 /// candidate that puts the sample in that order shares.
 pub struct Encoded {
     sorted: RecordBatch,
-    parts: Vec<Part>,
+    parts: Vec<Arc<Part>>,
     /// Time to gather and encode the sample in this order.
     seconds: f64,
 }
@@ -69,10 +56,17 @@ pub struct Encoded {
 struct Part {
     /// Ranges of every sampled column.
     stats: ObjectEntry,
+    /// Encoded bytes of each sampled column's chunk of this object (the sample's rows only),
+    /// with a dictionary where the loader's trial would choose one for the run, and of its
+    /// dictionary page.
     sizes: Vec<ChunkSize>,
+    /// The object's sampled rows, in the order (for its pages).
     rows: RecordBatch,
+    /// The same rows as statements see them (binary columns as strings).
     seen: RecordBatch,
-    page_ranges: PageRanges,
+    /// Per sampled column, the value range of each of its pages (`None`: no range), found
+    /// once the pages' rows are known and shared by every statement and candidate.
+    page_ranges: Vec<OnceLock<Vec<Option<ValueRange>>>>,
 }
 
 /// A candidate's objects, simulated.
@@ -86,11 +80,15 @@ impl Simulated {
     /// The sample's encoded bytes of each sampled column, summed over the objects: the whole
     /// chunks and their dictionary pages.
     pub fn column_totals(&self) -> Vec<ChunkSize> {
-        let n = self.objects.first().map_or(0, |o| o.column_bytes.len());
+        let n = self.objects.first().map_or(0, |o| o.part.sizes.len());
         (0..n)
             .map(|c| ChunkSize {
-                bytes: self.objects.iter().map(|o| o.column_bytes[c]).sum(),
-                dictionary: self.objects.iter().map(|o| o.dictionary_bytes[c]).sum(),
+                bytes: self.objects.iter().map(|o| o.part.sizes[c].bytes).sum(),
+                dictionary: self
+                    .objects
+                    .iter()
+                    .map(|o| o.part.sizes[c].dictionary)
+                    .sum(),
             })
             .collect()
     }
@@ -198,7 +196,7 @@ pub fn encode(
             };
             part(rows, seen.slice(at, len), sizes)
         })
-        .collect::<Result<Vec<Part>, AdviseError>>()?;
+        .collect::<Result<Vec<Arc<Part>>, AdviseError>>()?;
     Ok(Encoded {
         sorted,
         parts,
@@ -206,20 +204,24 @@ pub fn encode(
     })
 }
 
-fn part(rows: RecordBatch, seen: RecordBatch, sizes: Vec<ChunkSize>) -> Result<Part, AdviseError> {
+fn part(
+    rows: RecordBatch,
+    seen: RecordBatch,
+    sizes: Vec<ChunkSize>,
+) -> Result<Arc<Part>, AdviseError> {
     let mut stats = entry(rows.num_rows());
     for (f, a) in rows.schema_ref().fields().iter().zip(rows.columns()) {
         if let Some(r) = ravel_manifest::value_range(std::slice::from_ref(a))? {
             stats.ranges.insert(f.name().clone(), r);
         }
     }
-    Ok(Part {
+    Ok(Arc::new(Part {
         stats,
         sizes,
         page_ranges: (0..rows.num_columns()).map(|_| OnceLock::new()).collect(),
         rows,
         seen,
-    })
+    }))
 }
 
 /// Simulates candidate `c` on the sample `encoded` in its order.
@@ -385,7 +387,7 @@ struct Blooms<'a> {
 }
 
 fn sim_object(
-    part: &Part,
+    part: &Arc<Part>,
     layout_columns: &[String],
     bloom: Blooms<'_>,
     placed: Placed<'_>,
@@ -415,11 +417,7 @@ fn sim_object(
         manifest,
         stats: part.stats.clone(),
         blooms,
-        column_bytes: part.sizes.iter().map(|s| s.bytes).collect(),
-        dictionary_bytes: part.sizes.iter().map(|s| s.dictionary).collect(),
-        rows: part.rows.clone(),
-        seen: part.seen.clone(),
-        page_ranges: part.page_ranges.clone(),
+        part: part.clone(),
     }
 }
 
@@ -800,13 +798,13 @@ fn selected_rows(
     scale: &Scale,
     filters: &[datafusion::prelude::Expr],
 ) -> Vec<bool> {
-    let n = o.rows.num_rows();
+    let n = o.part.rows.num_rows();
     let mut keep = vec![true; n];
-    let schema = o.rows.schema();
+    let schema = o.part.rows.schema();
     for &c in filter_columns {
         let name = schema.field(c).name();
-        let ranges = o.page_ranges[c].get_or_init(|| {
-            let column = o.rows.column(c);
+        let ranges = o.part.page_ranges[c].get_or_init(|| {
+            let column = o.part.rows.column(c);
             pages(n, scale.page_rows[c])
                 .map(|p| {
                     ravel_manifest::value_range(&[column.slice(p.start, p.len())])
@@ -836,7 +834,7 @@ fn predicate(
 ) -> Option<Arc<dyn datafusion::physical_expr::PhysicalExpr>> {
     use datafusion::common::tree_node::{Transformed, TreeNode};
     use datafusion::prelude::Expr;
-    let schema = sim.objects.first()?.seen.schema();
+    let schema = sim.objects.first()?.part.seen.schema();
     let expr = datafusion::logical_expr::utils::conjunction(filters.iter().cloned())?;
     // The filters name the table's scan; the rows here are unqualified.
     let expr = expr
@@ -871,8 +869,8 @@ fn matching_rows(
         return selected.to_vec();
     };
     let passing = p
-        .evaluate(&o.seen)
-        .and_then(|v| v.into_array(o.seen.num_rows()))
+        .evaluate(&o.part.seen)
+        .and_then(|v| v.into_array(o.part.seen.num_rows()))
         .ok()
         .and_then(|a| {
             a.as_any()
@@ -908,10 +906,7 @@ fn fetched(o: &SimObject, scale: &Scale, columns: &[usize], rows: &[bool]) -> f6
     for (f, fc) in scale.file_columns.iter().enumerate() {
         let (size, dictionary) = match fc.sampled {
             Some(c) => {
-                let chunk = scale.per_column[c].scaled(ChunkSize {
-                    bytes: o.column_bytes[c],
-                    dictionary: o.dictionary_bytes[c],
-                });
+                let chunk = scale.per_column[c].scaled(o.part.sizes[c]);
                 (chunk.bytes, chunk.dictionary)
             }
             None => (fc.bytes, fc.bytes * fc.dictionary_share),
@@ -1061,8 +1056,8 @@ mod tests {
         let bare = simulate(&encoded, &candidate(BloomScope::None, None), &table).unwrap();
         assert_eq!(filtered.objects.len(), 4);
         for (f, b) in filtered.objects.iter().zip(&bare.objects) {
-            assert!(Arc::ptr_eq(&f.page_ranges, &b.page_ranges), "one encoding");
-            assert_eq!(f.column_bytes, b.column_bytes);
+            assert!(Arc::ptr_eq(&f.part, &b.part), "one encoding");
+            assert_eq!(f.part.sizes, b.part.sizes);
             assert_eq!(f.manifest.ranges.keys().collect::<Vec<_>>(), ["k"]);
             assert_eq!((f.blooms.len(), b.blooms.len()), (1, 0));
         }
