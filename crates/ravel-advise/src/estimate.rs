@@ -8,7 +8,7 @@
 //! row-group pruning does): a read object costs its chunks of the columns the statement reads.
 //! Column sizes are the sample's encoded sizes, scaled by the ratio of the table's stored size
 //! of each column to the sample's encoded size of it in the table's own order, dictionary page
-//! and data pages apart.
+//! and data pages apart, and resized where a sample of whole groups tells better ([`Sizing`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -80,17 +80,7 @@ impl Simulated {
     /// The sample's encoded bytes of each sampled column, summed over the objects: the whole
     /// chunks and their dictionary pages.
     pub fn column_totals(&self) -> Vec<ChunkSize> {
-        let n = self.objects.first().map_or(0, |o| o.part.sizes.len());
-        (0..n)
-            .map(|c| ChunkSize {
-                bytes: self.objects.iter().map(|o| o.part.sizes[c].bytes).sum(),
-                dictionary: self
-                    .objects
-                    .iter()
-                    .map(|o| o.part.sizes[c].dictionary)
-                    .sum(),
-            })
-            .collect()
+        summed(self.objects.iter().map(|o| o.part.sizes.as_slice()))
     }
 }
 
@@ -202,6 +192,42 @@ pub fn encode(
         parts,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// The bytes of each column of `sample` put in `order` and cut into as many objects as `table`
+/// has, encoded as [`encode`] does, summed over the objects: the sizes alone, for a sample
+/// whose rows only tell how an order compresses.
+pub fn column_totals(
+    sample: &RecordBatch,
+    order: &UInt32Array,
+    table: &Table<'_>,
+) -> Result<Vec<ChunkSize>, AdviseError> {
+    let sorted = take_record_batch(sample, order)?;
+    let n = sorted.num_rows();
+    let k = table.objects.clamp(1, n.max(1));
+    let trial = with_trial(&sorted, k, &properties()?, table.dictionaries)?;
+    let sizes = (0..k)
+        .into_par_iter()
+        .map(|j| match j == k / 2 {
+            true => Ok(trial.middle.clone()),
+            false => chunk_sizes(
+                &sorted.slice(j * n / k, (j + 1) * n / k - j * n / k),
+                &trial.props,
+            ),
+        })
+        .collect::<Result<Vec<Vec<ChunkSize>>, AdviseError>>()?;
+    Ok(summed(sizes.iter().map(Vec::as_slice)))
+}
+
+/// Per column, the sum of the objects' chunk sizes.
+fn summed<'a>(objects: impl Iterator<Item = &'a [ChunkSize]> + Clone) -> Vec<ChunkSize> {
+    let n = objects.clone().next().map_or(0, <[ChunkSize]>::len);
+    (0..n)
+        .map(|c| ChunkSize {
+            bytes: objects.clone().map(|o| o[c].bytes).sum(),
+            dictionary: objects.clone().map(|o| o[c].dictionary).sum(),
+        })
+        .collect()
 }
 
 fn part(
@@ -661,6 +687,15 @@ pub struct Scale {
     pub bloom_bytes: BTreeMap<String, f64>,
 }
 
+/// How a candidate's chunks are sized: the scale shared by every candidate, and the
+/// candidate's own factor per file column (none: 1), from a sample of whole groups where its
+/// order puts the rows of a group together (see [`crate::groups`]).
+#[derive(Clone, Copy)]
+pub struct Sizing<'a> {
+    pub scale: &'a Scale,
+    pub resize: &'a [f64],
+}
+
 /// One column of the table's files.
 #[derive(Debug, Clone)]
 pub struct FileColumn {
@@ -679,14 +714,16 @@ pub struct FileColumn {
 
 /// The cost of `scan` under the simulated candidate: objects kept by the manifest are opened;
 /// of those the footer's statistics keep, the pages that the page index keeps (by the
-/// filters' columns) are read, of each column the statement reads.
+/// filters' columns) are read, of each column the statement reads, at the sizes `sizing`
+/// gives.
 pub fn cost(
     sim: &Simulated,
     scan: &Scan,
     pruner: &Pruner,
-    scale: &Scale,
+    sizing: Sizing<'_>,
     columns: &[String],
 ) -> Cost {
+    let scale = sizing.scale;
     let equality = pruner.equality_columns(&scan.filters);
     let read_columns: Vec<usize> = scale
         .file_columns
@@ -734,10 +771,10 @@ pub fn cost(
         // Each filter column is its own predicate, fetched on its own.
         bytes += first
             .iter()
-            .map(|&f| fetched(o, scale, &[f], &selected))
+            .map(|&f| fetched(o, sizing, &[f], &selected))
             .sum::<f64>();
         bytes += match &scan.top_k {
-            None => fetched(o, scale, &then, &matching),
+            None => fetched(o, sizing, &then, &matching),
             // A top-k reads its sort columns where rows pass; its bound then skips the rows
             // of the rest but a few (left out).
             Some(keys) => {
@@ -746,7 +783,7 @@ pub fn cost(
                     .copied()
                     .filter(|&f| keys.contains(&scale.file_columns[f].name))
                     .collect();
-                fetched(o, scale, &sort, &matching)
+                fetched(o, sizing, &sort, &matching)
             }
         };
     }
@@ -896,7 +933,8 @@ fn pages(n: usize, page_rows: f64) -> impl Iterator<Item = std::ops::Range<usize
 /// Bytes fetched for the pages of `columns` that hold a row of `rows`, in one request as the
 /// query path makes it: each column's pages at their place in the object, ranges closer than
 /// object_store's coalescing gap fetched as one.
-fn fetched(o: &SimObject, scale: &Scale, columns: &[usize], rows: &[bool]) -> f64 {
+fn fetched(o: &SimObject, sizing: Sizing<'_>, columns: &[usize], rows: &[bool]) -> f64 {
+    let scale = sizing.scale;
     let n = rows.len();
     if columns.is_empty() || n == 0 {
         return 0.0;
@@ -911,6 +949,8 @@ fn fetched(o: &SimObject, scale: &Scale, columns: &[usize], rows: &[bool]) -> f6
             }
             None => (fc.bytes, fc.bytes * fc.dictionary_share),
         };
+        let k = sizing.resize.get(f).copied().unwrap_or(1.0);
+        let (size, dictionary) = (size * k, dictionary * k);
         if columns.contains(&f) {
             let all: Vec<std::ops::Range<usize>> = pages(n, fc.page_rows).collect();
             let mut hit: Vec<&std::ops::Range<usize>> = all

@@ -4,13 +4,15 @@
 //! plans each against the table as `query` would, and generates candidate layouts from what
 //! the statements compare and group by (see [`candidates`]). Each candidate is estimated on a
 //! sample of the table: sorted in its order, cut into as many objects as the table has, and
-//! pruned per statement by `ravel-query`'s own pruner (see [`estimate`]). The answer ranks the
-//! candidates by the weighted bytes the statements would fetch, beside what each would store
-//! and cost to load; [`apply`] stores the chosen layout as the table's next generation, which
-//! `compact` then re-clusters the table by.
+//! pruned per statement by `ravel-query`'s own pruner (see [`estimate`]); a candidate streamed
+//! by a column whose groups the sample holds thinly is sized on whole groups (see [`groups`]).
+//! The answer ranks the candidates by the weighted bytes the statements would fetch, beside
+//! what each would store and cost to load; [`apply`] stores the chosen layout as the table's
+//! next generation, which `compact` then re-clusters the table by.
 
 pub mod candidates;
 pub mod estimate;
+pub mod groups;
 pub mod log;
 pub mod sample;
 pub mod statements;
@@ -65,6 +67,8 @@ pub enum AdviseError {
     Store(#[from] ravel_store::StoreError),
     #[error(transparent)]
     Log(#[from] ravel_log::LogError),
+    #[error("drawing whole groups for the sample: {0}")]
+    Groups(#[from] datafusion::error::DataFusionError),
     #[error("reading the sample: {0}")]
     Parquet(#[from] parquet::errors::ParquetError),
     #[error("estimating a layout: {0}")]
@@ -147,6 +151,8 @@ pub struct Advice {
     pub statements: usize,
     pub weight: u64,
     pub skipped: Vec<Skipped>,
+    /// The streams whose candidates are sized by a sample of whole groups (see [`groups`]).
+    pub whole_groups: Vec<WholeGroups>,
     pub candidates: Vec<Estimate>,
     /// Index into `candidates` of the layout recommended: the first, unless the current
     /// layout reads within the margin of it.
@@ -156,12 +162,19 @@ pub struct Advice {
     pub stages: Stages,
 }
 
+/// A sample of whole groups of a stream column.
+#[derive(Debug, Clone, Serialize)]
+pub struct WholeGroups {
+    pub column: String,
+    pub rows: usize,
+}
+
 /// Seconds of each stage of [`advise`].
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Stages {
     /// Opening the table and planning the statements.
     pub plan_s: f64,
-    /// Reading the sample.
+    /// Reading the sample (and any sample of whole groups).
     pub sample_s: f64,
     /// Simulating and costing the candidates.
     pub estimate_s: f64,
@@ -209,8 +222,15 @@ pub async fn advise(
         plan_s: started.elapsed().as_secs_f64(),
         ..Stages::default()
     };
-    let sample = sample::read(store, table, &schema, &columns, opts.sample_rows).await?;
-    stages.sample_s = started.elapsed().as_secs_f64() - stages.plan_s;
+    let sample = sample::read(
+        store,
+        table,
+        &schema,
+        &columns,
+        opts.sample_rows,
+        sample::Draw::Blocks,
+    )
+    .await?;
     if sample.batch.num_rows() == 0 {
         return Err(AdviseError::EmptyTable(table.to_string()));
     }
@@ -232,7 +252,18 @@ pub async fn advise(
         range_spans: &range_spans(&sample.batch, time.as_deref(), &weighted),
         max: opts.candidates,
     });
-    let estimates = estimate_all(&candidates, &sample, &scans, &schema, &q)?;
+    let just_scans: Vec<&Scan> = scans.iter().map(|a| a.scan).collect();
+    let draws = groups::Draws {
+        store,
+        table,
+        schema: &schema,
+        scans: &just_scans,
+        sampled: &columns,
+        target_rows: opts.sample_rows,
+    };
+    let groups = groups::read_all(&draws, &candidates, &sample).await?;
+    stages.sample_s = started.elapsed().as_secs_f64() - stages.plan_s;
+    let estimates = estimate_all(&candidates, &sample, &groups, &scans, &schema, &q)?;
     stages.estimate_s = started.elapsed().as_secs_f64() - stages.plan_s - stages.sample_s;
     Ok(rank(
         Advice {
@@ -246,6 +277,13 @@ pub async fn advise(
                 .iter()
                 .fold(0u64, |w, a| w.saturating_add(a.statement.weight)),
             skipped,
+            whole_groups: groups
+                .iter()
+                .map(|g| WholeGroups {
+                    column: g.column.clone(),
+                    rows: g.batch.num_rows(),
+                })
+                .collect(),
             candidates: estimates,
             recommended: 0,
             seconds: 0.0,
@@ -433,16 +471,36 @@ fn in_range(
     )
 }
 
-/// Every candidate simulated and costed, the current layout's simulation scaling all.
+/// Every candidate simulated and costed, the current layout's simulation scaling all, and a
+/// candidate whose stream has a sample of whole groups sized by it (see [`groups`]).
 fn estimate_all(
     candidates: &[Candidate],
     sample: &sample::Sample,
+    groups: &[groups::GroupSample],
     scans: &[Advised<'_>],
     schema: &Schema,
     q: &QueryTable,
 ) -> Result<Vec<Estimate>, AdviseError> {
     let started = Instant::now();
-    let sims = simulate_all(candidates, sample, &lookups(scans))?;
+    let lookups = lookups(scans);
+    // A column that any object stores with a dictionary: a compacted table is one run, whose
+    // trial chose for every object alike.
+    let dictionaries: BTreeSet<String> = sample
+        .dictionary_bytes
+        .iter()
+        .filter(|(_, b)| **b > 0)
+        .map(|(c, _)| c.clone())
+        .collect();
+    let table = estimate::Table {
+        objects: sample.objects,
+        dictionaries: &dictionaries,
+        lookups: &lookups,
+    };
+    let (sims, ratios) = rayon::join(
+        || simulate_all(candidates, sample, &table),
+        || groups::ratios(candidates, groups, &table),
+    );
+    let (sims, ratios) = (sims?, ratios?);
     tracing::debug!(seconds = started.elapsed().as_secs_f64(), "simulated");
     let started = Instant::now();
     let columns: Vec<String> = sample
@@ -452,12 +510,60 @@ fn estimate_all(
         .iter()
         .map(|f| f.name().clone())
         .collect();
-    let current = &sims[0];
-    let scale = Scale {
+    let scale = scale(&sims[0], sample, &columns, schema, q);
+    let pruner = Pruner::new(schema);
+    let current_totals = sims[0].column_totals();
+    let mut out = Vec::new();
+    let mut costed: Vec<(Arc<Simulated>, Vec<StatementEstimate>)> = Vec::new();
+    for ((c, sim), ratio) in candidates.iter().zip(&sims).zip(&ratios) {
+        let totals = sim.column_totals();
+        let resize = ratio.as_ref().map_or_else(Vec::new, |r| {
+            groups::resize(r, &scale.file_columns, &current_totals, &totals)
+        });
+        let sizing = estimate::Sizing {
+            scale: &scale,
+            resize: &resize,
+        };
+        let same = costed
+            .iter()
+            .find(|(s, _)| Arc::ptr_eq(s, sim))
+            .map(|(_, st)| st.clone());
+        let statements = match same {
+            Some(st) => st,
+            None => cost_all(sim, scans, &pruner, sizing, &columns),
+        };
+        costed.push((sim.clone(), statements.clone()));
+        out.push(Estimate {
+            name: c.name.clone(),
+            kind: c.kind,
+            layout: c.layout.clone(),
+            bytes: statements.iter().fold(0u64, |b, s| {
+                b.saturating_add(s.bytes.saturating_mul(s.weight))
+            }),
+            relative: 0.0,
+            stored_bytes: stored_bytes(&totals, sizing, sample, estimate::object_count(sim)),
+            load_cost: sim.seconds / sims[0].seconds.max(1e-9),
+            statements,
+        });
+    }
+    tracing::debug!(seconds = started.elapsed().as_secs_f64(), "costed");
+    Ok(out)
+}
+
+/// The scale from the sample's encoded sizes to the table's, by the current layout's
+/// simulation (`current`) against the table's stored bytes.
+fn scale(
+    current: &Simulated,
+    sample: &sample::Sample,
+    columns: &[String],
+    schema: &Schema,
+    q: &QueryTable,
+) -> Scale {
+    Scale {
         per_column: current
             .column_totals()
             .into_iter()
-            .zip(&columns)
+            .zip(columns)
             .map(|(sim, c)| {
                 let of = |m: &BTreeMap<String, u64>| m.get(c).copied().unwrap_or(0);
                 let stored = estimate::ChunkSize {
@@ -481,50 +587,34 @@ fn estimate_all(
         bloom_bytes: sample.bloom_bytes.clone(),
         open_object: open_object(q, sample),
         open_table: q.opened().traffic.bytes,
-        file_columns: file_columns(schema, &columns, sample),
-    };
-    let unsampled: u64 = sample
-        .column_bytes
-        .iter()
-        .filter(|(c, _)| !columns.contains(c))
-        .map(|(_, b)| b)
-        .sum();
-    let pruner = Pruner::new(schema);
-    let mut out = Vec::new();
-    let mut costed: Vec<(Arc<Simulated>, Vec<StatementEstimate>)> = Vec::new();
-    for (c, sim) in candidates.iter().zip(&sims) {
-        let same = costed
-            .iter()
-            .find(|(s, _)| Arc::ptr_eq(s, sim))
-            .map(|(_, st)| st.clone());
-        let statements = match same {
-            Some(st) => st,
-            None => cost_all(sim, scans, &pruner, &scale, &columns),
-        };
-        costed.push((sim.clone(), statements.clone()));
-        let stored: f64 = sim
-            .column_totals()
-            .into_iter()
-            .zip(&scale.per_column)
-            .map(|(b, s)| s.scaled(b).bytes)
-            .sum::<f64>()
-            + unsampled as f64
-            + sample.page_index_bytes * estimate::object_count(sim) as f64;
-        out.push(Estimate {
-            name: c.name.clone(),
-            kind: c.kind,
-            layout: c.layout.clone(),
-            bytes: statements.iter().fold(0u64, |b, s| {
-                b.saturating_add(s.bytes.saturating_mul(s.weight))
-            }),
-            relative: 0.0,
-            stored_bytes: stored.round() as u64,
-            load_cost: sim.seconds / current.seconds.max(1e-9),
-            statements,
-        });
+        file_columns: file_columns(schema, columns, sample),
     }
-    tracing::debug!(seconds = started.elapsed().as_secs_f64(), "costed");
-    Ok(out)
+}
+
+/// Bytes the table would store under a candidate whose sample encodes to `totals` per sampled
+/// column: those scaled and resized, the other columns at their stored bytes resized, and a
+/// page index per object.
+fn stored_bytes(
+    totals: &[estimate::ChunkSize],
+    sizing: estimate::Sizing<'_>,
+    sample: &sample::Sample,
+    objects: usize,
+) -> u64 {
+    let resize = |f: usize| sizing.resize.get(f).copied().unwrap_or(1.0);
+    let columns: f64 = sizing
+        .scale
+        .file_columns
+        .iter()
+        .enumerate()
+        .map(|(f, fc)| {
+            let bytes = match fc.sampled {
+                Some(c) => sizing.scale.per_column[c].scaled(totals[c]).bytes,
+                None => sample.column_bytes.get(&fc.name).copied().unwrap_or(0) as f64,
+            };
+            bytes * resize(f)
+        })
+        .sum();
+    (columns + sample.page_index_bytes * objects as f64).round() as u64
 }
 
 /// Each candidate's simulation, in the candidates' order: candidates of one
@@ -533,7 +623,7 @@ fn estimate_all(
 fn simulate_all(
     candidates: &[Candidate],
     sample: &sample::Sample,
-    lookups: &estimate::Lookups,
+    table: &estimate::Table<'_>,
 ) -> Result<Vec<Arc<Simulated>>, AdviseError> {
     let ordered: Vec<(estimate::Ordered, f64)> = candidates
         .par_iter()
@@ -552,19 +642,6 @@ fn simulate_all(
         })
         .collect();
     let distinct: Vec<usize> = (0..candidates.len()).filter(|&i| first[i] == i).collect();
-    // A column that any object stores with a dictionary: a compacted table is one run, whose
-    // trial chose for every object alike.
-    let dictionaries: BTreeSet<String> = sample
-        .dictionary_bytes
-        .iter()
-        .filter(|(_, b)| **b > 0)
-        .map(|(c, _)| c.clone())
-        .collect();
-    let table = estimate::Table {
-        objects: sample.objects,
-        dictionaries: &dictionaries,
-        lookups,
-    };
     // Signatures that differ only in what the manifest and the filters record, or in being
     // arrival order, share the encoding of their order.
     let same_order =
@@ -574,7 +651,7 @@ fn simulate_all(
         .copied()
         .filter(|&i| distinct.iter().find(|&&j| same_order(i, j)) == Some(&i))
         .collect();
-    let encoded = encode_orders(&orders, &ordered, sample, &table)?;
+    let encoded = encode_orders(&orders, &ordered, sample, table)?;
     let simulated: Vec<(usize, Arc<Simulated>)> = distinct
         .par_iter()
         .map(|&i| {
@@ -582,7 +659,7 @@ fn simulate_all(
                 .iter()
                 .find(|(j, _)| same_order(i, *j))
                 .expect("every order is encoded");
-            let mut sim = estimate::simulate(e, &candidates[i], &table)?;
+            let mut sim = estimate::simulate(e, &candidates[i], table)?;
             sim.seconds += ordered[i].1;
             Ok((i, Arc::new(sim)))
         })
@@ -628,13 +705,13 @@ fn cost_all(
     sim: &Simulated,
     scans: &[Advised<'_>],
     pruner: &Pruner,
-    scale: &Scale,
+    sizing: estimate::Sizing<'_>,
     columns: &[String],
 ) -> Vec<StatementEstimate> {
     scans
         .par_iter()
         .map(|a| {
-            let cost = estimate::cost(sim, a.scan, pruner, scale, columns);
+            let cost = estimate::cost(sim, a.scan, pruner, sizing, columns);
             StatementEstimate {
                 line: a.statement.line,
                 weight: a.statement.weight,

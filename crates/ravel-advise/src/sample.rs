@@ -30,6 +30,9 @@ const CONCURRENCY: usize = 8;
 pub struct Sample {
     /// The sampled rows of the asked columns, in the table's order, as stored.
     pub batch: RecordBatch,
+    /// The first row of each block of `batch`: rows spread evenly over the table, no two of
+    /// one run of its order (none when the sample holds every row, or whole groups).
+    pub block_starts: Vec<usize>,
     pub table_rows: u64,
     pub table_bytes: u64,
     pub objects: usize,
@@ -91,13 +94,25 @@ async fn objects(store: &Store, table: &str) -> Result<Listed, AdviseError> {
     })
 }
 
-/// Reads about `target_rows` rows of `columns` (file schema `schema`) from `table`.
+/// How a sample's rows are drawn from each object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Draw<'a> {
+    /// Short blocks spread evenly over the object.
+    Blocks,
+    /// Every row of the groups of a column (rows of one value) whose value hashes under the
+    /// fraction: whole groups, whose rows an order led by the column puts side by side.
+    WholeGroups(&'a str),
+}
+
+/// Reads about `target_rows` rows of `columns` (file schema `schema`) from `table`, drawn as
+/// `draw` says.
 pub async fn read(
     store: &Store,
     table: &str,
     schema: &SchemaRef,
     columns: &[String],
     target_rows: usize,
+    draw: Draw<'_>,
 ) -> Result<Sample, AdviseError> {
     let Listed {
         objects,
@@ -110,10 +125,16 @@ pub async fn read(
         .filter_map(|c| schema.index_of(c).ok())
         .collect();
     let projected = Arc::new(schema.project(&indices)?);
+    let rows = match draw {
+        Draw::Blocks => Rows::Blocks,
+        Draw::WholeGroups(c) => Rows::WholeGroups(schema.index_of(c)?),
+    };
     // A task per object: objects decode on every worker thread of the runtime.
     let tasks = objects.iter().map(|o| {
         let (store, o, indices) = (store.object_store().clone(), o.clone(), indices.clone());
-        tokio::spawn(async move { read_object(store, &o, &indices, fraction).await })
+        tokio::spawn(
+            async move { read_object(store, &o, &indices, Drawn { rows, fraction }).await },
+        )
     });
     let parts: Vec<Part> = futures::stream::iter(tasks)
         .buffered(CONCURRENCY)
@@ -125,7 +146,11 @@ pub async fn read(
     let mut pages: BTreeMap<String, u64> = BTreeMap::new();
     let mut page_index = 0u64;
     let mut batches = Vec::new();
+    let mut block_starts = Vec::new();
+    let mut at = 0;
     for p in parts {
+        block_starts.extend(p.starts.iter().map(|s| at + s));
+        at += p.batches.iter().map(RecordBatch::num_rows).sum::<usize>();
         for (c, cost) in p.columns {
             *column_bytes.entry(c.clone()).or_insert(0) += cost.bytes;
             *dictionary_bytes.entry(c.clone()).or_insert(0) += cost.dictionary;
@@ -146,6 +171,7 @@ pub async fn read(
         .collect::<Result<_, _>>()?;
     Ok(Sample {
         batch: arrow::compute::concat_batches(&projected, &batches)?,
+        block_starts,
         table_rows,
         table_bytes: objects.iter().map(|o| o.bytes).sum(),
         objects: objects.len(),
@@ -161,6 +187,8 @@ pub async fn read(
 /// One object's sampled rows and costs.
 struct Part {
     batches: Vec<RecordBatch>,
+    /// Where each block starts among the object's sampled rows (none for whole groups).
+    starts: Vec<usize>,
     columns: BTreeMap<String, ColumnCost>,
     page_index_bytes: u64,
 }
@@ -175,11 +203,25 @@ struct ColumnCost {
     dictionary: u64,
 }
 
+/// How an object's rows are drawn: [`Draw`] with the group column by its index.
+#[derive(Debug, Clone, Copy)]
+enum Rows {
+    Blocks,
+    WholeGroups(usize),
+}
+
+/// The rows to draw from each object, and the share of them.
+#[derive(Debug, Clone, Copy)]
+struct Drawn {
+    rows: Rows,
+    fraction: f64,
+}
+
 async fn read_object(
     store: Arc<dyn ObjectStore>,
     o: &ObjectEntry,
     indices: &[usize],
-    fraction: f64,
+    drawn: Drawn,
 ) -> Result<Part, AdviseError> {
     let mut reader =
         ObjectFile::new(store.clone(), &o.key, o.bytes).with_page_index(PageIndexPolicy::Optional);
@@ -194,7 +236,17 @@ async fn read_object(
         let name = root.get_fields().get(i).map(|f| f.name());
         name.and_then(|n| columns.get(n)).map_or(0, |c| c.bytes)
     };
-    let selection = blocks(rows, fraction);
+    let (selection, starts) = match drawn.rows {
+        Rows::Blocks => (
+            blocks(rows, drawn.fraction),
+            block_starts(rows, drawn.fraction),
+        ),
+        Rows::WholeGroups(column) => {
+            let file = ObjectFile::new(store.clone(), &o.key, o.bytes);
+            let selection = whole_groups(file, meta.clone(), column, drawn.fraction).await?;
+            (selection, Vec::new())
+        }
+    };
     let tasks = column_groups(indices, stored).into_iter().map(|group| {
         let file = ObjectFile::new(store.clone(), &o.key, o.bytes);
         let meta = meta.clone();
@@ -218,6 +270,7 @@ async fn read_object(
         .collect::<Result<_, _>>()?;
     Ok(Part {
         batches: side_by_side(groups)?,
+        starts,
         columns,
         page_index_bytes,
     })
@@ -267,18 +320,84 @@ fn side_by_side(groups: Vec<Vec<RecordBatch>>) -> Result<Vec<RecordBatch>, Advis
 
 /// Blocks of [`BLOCK_ROWS`] spread evenly over `rows`, about `fraction` of them in all.
 fn blocks(rows: usize, fraction: f64) -> RowSelection {
+    RowSelection::from_consecutive_ranges(block_ranges(rows, fraction).into_iter(), rows)
+}
+
+/// The rows of each block of [`blocks`]; one block of every row at a fraction of 1.
+fn block_ranges(rows: usize, fraction: f64) -> Vec<std::ops::Range<usize>> {
     if fraction >= 1.0 {
-        return RowSelection::from_consecutive_ranges(std::iter::once(0..rows), rows);
+        return std::iter::once(0..rows).collect();
     }
     // At least a row of every object: each object's rows are evidence.
     let want = ((rows as f64 * fraction).round() as usize).max(1).min(rows);
     let count = want.div_ceil(BLOCK_ROWS).max(1);
     let len = want.div_ceil(count).min(rows);
-    let ranges = (0..count).map(|k| {
-        let start = k * rows / count;
-        start..(start + len).min(rows)
-    });
-    RowSelection::from_consecutive_ranges(ranges, rows)
+    (0..count)
+        .map(|k| {
+            let start = k * rows / count;
+            start..(start + len).min(rows)
+        })
+        .collect()
+}
+
+/// Where each block of [`blocks`] starts among the rows it selects; none when one block
+/// holds every row.
+fn block_starts(rows: usize, fraction: f64) -> Vec<usize> {
+    let ranges = block_ranges(rows, fraction);
+    if ranges.len() < 2 {
+        return Vec::new();
+    }
+    ranges
+        .iter()
+        .scan(0, |at, r| {
+            let start = *at;
+            *at += r.len();
+            Some(start)
+        })
+        .collect()
+}
+
+/// The rows of `file` whose value of `column` hashes under `fraction` of the hash range.
+async fn whole_groups(
+    file: ObjectFile,
+    meta: ArrowReaderMetadata,
+    column: usize,
+    fraction: f64,
+) -> Result<RowSelection, AdviseError> {
+    let mask = ProjectionMask::roots(meta.metadata().file_metadata().schema_descr(), [column]);
+    let batches: Vec<RecordBatch> = ParquetRecordBatchStreamBuilder::new_with_metadata(file, meta)
+        .with_projection(mask)
+        .with_batch_size(8192)
+        .build()?
+        .try_collect()
+        .await?;
+    let filters = batches
+        .iter()
+        .map(|b| Ok(under(b.column(0), fraction)?))
+        .collect::<Result<Vec<_>, AdviseError>>()?;
+    Ok(RowSelection::from_filters(&filters))
+}
+
+/// For each row of `a`, whether its value hashes under `fraction` of the hash range: the same
+/// answer for every row of one value, in every object.
+pub fn under(
+    a: &arrow::array::ArrayRef,
+    fraction: f64,
+) -> Result<arrow::array::BooleanArray, datafusion::error::DataFusionError> {
+    let limit = fraction.clamp(0.0, 1.0) * u64::MAX as f64;
+    Ok(hashes(a)?
+        .iter()
+        .map(|&h| Some((h as f64) < limit))
+        .collect())
+}
+
+/// A 64-bit hash of each row's value of `a`, by its type, with fixed keys (the same in every
+/// run).
+pub fn hashes(a: &arrow::array::ArrayRef) -> Result<Vec<u64>, datafusion::error::DataFusionError> {
+    let mut out = vec![0u64; a.len()];
+    let fixed = std::hash::BuildHasherDefault::<std::hash::DefaultHasher>::default();
+    datafusion::common::hash_utils::create_hashes_with_hasher([a], &fixed, &mut out)?;
+    Ok(out)
 }
 
 /// Each top-level column's stored bytes and pages, and the bytes of the page index.
@@ -312,6 +431,44 @@ fn costs(meta: &ParquetMetaData) -> (BTreeMap<String, ColumnCost>, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whole_groups_are_drawn_by_value_alike_in_every_batch() {
+        use arrow::array::{ArrayRef, Int64Array};
+        let values = |r: std::ops::Range<i64>| -> ArrayRef {
+            Arc::new(Int64Array::from_iter_values(r.map(|i| i % 1_000)))
+        };
+        let (a, b) = (values(0..4_000), values(4_000..6_000));
+        let (da, db) = (under(&a, 0.1).unwrap(), under(&b, 0.1).unwrap());
+        // One value, one answer: in the same batch and in another.
+        for i in 0..4_000 {
+            assert_eq!(da.value(i), da.value(i % 1_000));
+        }
+        for i in 0..2_000 {
+            assert_eq!(db.value(i), da.value(i));
+        }
+        let drawn = (0..1_000).filter(|&i| da.value(i)).count();
+        assert!((50..=150).contains(&drawn), "{drawn} of 1000 values at 0.1");
+        assert_eq!(under(&a, 0.0).unwrap().true_count(), 0);
+        assert_eq!(under(&a, 1.0).unwrap().true_count(), 4_000);
+    }
+
+    #[test]
+    fn block_starts_are_where_each_block_begins_among_the_selected_rows() {
+        let (rows, fraction) = (10_000, 0.05);
+        let ranges = block_ranges(rows, fraction);
+        let starts = block_starts(rows, fraction);
+        assert_eq!(starts.len(), ranges.len());
+        let selected: Vec<usize> = ranges.iter().flat_map(|r| r.clone()).collect();
+        assert_eq!(selected.len(), blocks(rows, fraction).row_count());
+        for (s, r) in starts.iter().zip(&ranges) {
+            assert_eq!(selected[*s], r.start);
+        }
+        assert!(
+            block_starts(rows, 1.0).is_empty(),
+            "the whole object is one block"
+        );
+    }
 
     #[test]
     fn blocks_spread_over_the_object_and_hold_the_fraction() {

@@ -220,6 +220,23 @@ async fn the_estimate_is_close_to_a_real_load_under_the_recommended_layout() {
     let a = advise(&store, "hits", &log, &options()).await.unwrap();
     let best = a.best().clone();
     assert_eq!(best.kind, CandidateKind::Generated);
+    // A third of the rows holds a user's rows side by side as the table does: no whole groups.
+    assert!(a.whole_groups.is_empty(), "{:?}", a.whole_groups);
+    // At a fifteenth, a user has a row or none in the sample: the UserID stream is sized on
+    // whole users, and recommended alike.
+    let thin = AdviseOptions {
+        sample_rows: 4_000,
+        ..options()
+    };
+    let small = advise(&store, "hits", &log, &thin).await.unwrap();
+    let drawn: Vec<&str> = small
+        .whole_groups
+        .iter()
+        .map(|g| g.column.as_str())
+        .collect();
+    assert_eq!(drawn, ["UserID"]);
+    assert!(small.whole_groups[0].rows > 0);
+    assert_eq!(small.best().name, best.name);
     load(&store, "advised", &best.layout).await;
     let list = statements(&log);
     let opts = QueryOptions {
@@ -231,12 +248,14 @@ async fn the_estimate_is_close_to_a_real_load_under_the_recommended_layout() {
         .await
         .unwrap();
     let measured: u64 = runs.iter().map(|r| r.cold_bytes.unwrap()).sum();
-    let estimated: u64 = best.statements.iter().map(|s| s.bytes).sum();
-    let ratio = estimated as f64 / measured as f64;
-    assert!(
-        (0.75..=1.25).contains(&ratio),
-        "estimated {estimated} bytes, measured {measured} ({ratio:.3})"
-    );
+    for (sample, advised) in [(20_000, &best), (4_000, small.best())] {
+        let estimated: u64 = advised.statements.iter().map(|s| s.bytes).sum();
+        let ratio = estimated as f64 / measured as f64;
+        assert!(
+            (0.75..=1.25).contains(&ratio),
+            "{sample} sampled rows: estimated {estimated} bytes, measured {measured} ({ratio:.3})"
+        );
+    }
     // The current layout's estimate against the table as it is.
     let runs = bench_statements(&url, "hits", &list, &QueryOptions::default(), |_| {})
         .await

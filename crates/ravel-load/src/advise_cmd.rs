@@ -93,6 +93,12 @@ fn print_advice(a: &Advice, store: &str, table: &str) {
     for s in &a.skipped {
         println!("  left out: line {}: {}", s.line, s.error);
     }
+    for g in &a.whole_groups {
+        println!(
+            "  candidates streamed by {} sized on whole groups of it: {} rows",
+            g.column, g.rows
+        );
+    }
     println!(
         "{:>4} {:>16} {:>8} {:>14} {:>6}  layout (stream / bucket / key / bloom)",
         "rank", "bytes read", "vs now", "stored bytes", "load"
