@@ -1111,6 +1111,74 @@ mod tests {
     }
 
     #[test]
+    fn a_candidates_resize_scales_the_bytes_its_statements_fetch() {
+        use arrow::array::{ArrayRef, Int64Array};
+        let n = 4_000;
+        let column = |f: fn(i64) -> i64| Arc::new(Int64Array::from_iter_values((0..n).map(f)));
+        let batch = RecordBatch::try_from_iter([
+            ("k", column(|i| i * 7_919 % 4_000) as ArrayRef),
+            ("v", column(|i| i % 13) as ArrayRef),
+        ])
+        .unwrap();
+        let order = arrow::compute::sort_to_indices(batch.column(0), None, None).unwrap();
+        let (none, lookups) = (std::collections::BTreeSet::new(), Lookups::new());
+        let table = Table {
+            objects: 2,
+            dictionaries: &none,
+            lookups: &lookups,
+        };
+        let encoded = encode(&batch, &as_seen(&batch).unwrap(), &order, &table).unwrap();
+        let candidate = Candidate {
+            name: "arrival".into(),
+            kind: CandidateKind::Arrival,
+            layout: Layout::default(),
+        };
+        let sim = simulate(&encoded, &candidate, &table).unwrap();
+        let file_column = |name: &str, c: usize| FileColumn {
+            name: name.into(),
+            sampled: Some(c),
+            bytes: 0.0,
+            page_rows: 100.0,
+            dictionary_share: 0.0,
+        };
+        let scale = Scale {
+            per_column: vec![PartScale::new(chunk(1, 0), chunk(1, 0)); 2],
+            page_rows: vec![100.0; 2],
+            open_object: 0.0,
+            open_table: 0,
+            file_columns: vec![file_column("k", 0), file_column("v", 1)],
+            bloom_bytes: BTreeMap::new(),
+        };
+        // A scan of both columns, every row.
+        let scan = Scan {
+            filters: Vec::new(),
+            columns: ["k".to_string(), "v".to_string()].into(),
+            group_by: Default::default(),
+            filtered: Default::default(),
+            top_k: None,
+            predicates: Vec::new(),
+        };
+        let pruner = Pruner::new(batch.schema_ref());
+        let names = ["k".to_string(), "v".to_string()];
+        let bytes = |resize: &[f64]| {
+            let sizing = Sizing {
+                scale: &scale,
+                resize,
+            };
+            cost(&sim, &scan, &pruner, sizing, &names).bytes as f64
+        };
+        let totals = sim.column_totals();
+        let (k, v) = (totals[0].bytes as f64, totals[1].bytes as f64);
+        assert!(
+            (bytes(&[]) - (k + v)).abs() <= 1.0,
+            "{} of {k} + {v}",
+            bytes(&[])
+        );
+        assert!((bytes(&[2.0, 2.0]) - 2.0 * (k + v)).abs() <= 1.0);
+        assert!((bytes(&[3.0]) - (3.0 * k + v)).abs() <= 1.0, "no factor: 1");
+    }
+
+    #[test]
     fn a_column_the_table_stores_with_a_dictionary_keeps_one() {
         use arrow::array::{ArrayRef, StringArray};
         // Every value distinct: on these rows alone a dictionary does not pay.

@@ -7,8 +7,8 @@
 //! stores them. A point lookup of the group then seems to fetch the columns it reads apart,
 //! where the reader fetches them in one request with the (smaller) columns between.
 //!
-//! So for each stream that the row sample holds thinly (a row's group holds fewer than [`THIN`]
-//! of its rows), a second sample draws every row of the groups whose value hashes under the
+//! So for each stream that a candidate brings and the row sample holds thinly (a row's group
+//! holds fewer than [`THIN`] of its other rows), a second sample draws every row of the groups whose value hashes under the
 //! same fraction: the row sample's columns and those between the columns a lookup of the group
 //! reads. Its sizes in a candidate's order over its sizes in the current order give the
 //! candidate's size of each column, relative to the current layout's. The row sample still
@@ -22,13 +22,13 @@ use ravel_store::Store;
 use rayon::prelude::*;
 
 use crate::AdviseError;
-use crate::candidates::Candidate;
+use crate::candidates::{Candidate, CandidateKind};
 use crate::estimate::{self, ChunkSize, FileColumn};
 use crate::sample::{self, Draw};
 use crate::statements::Scan;
 
-/// The sample's rows of a row's group (on average over the rows) under which a stream's groups
-/// are thin: a group of a few rows in the sample shows no runs of its own.
+/// The sample's other rows of a row's group (on average over the rows) under which a stream's
+/// groups are thin: a group of a few rows in the sample shows no runs of its own.
 pub const THIN: f64 = 4.0;
 
 /// Every row of the groups of `column` whose value hashes under the sample's fraction.
@@ -78,10 +78,20 @@ pub async fn read_all(
     Ok(out)
 }
 
-/// The streams of `candidates` whose groups `rows` holds thinly: the group of a row drawn at
-/// random holds fewer than [`THIN`] of its rows. The rows that start its blocks tell: they
-/// share no run of the table's order, so two of them of one value are two draws of a group,
-/// and the share of their pairs that match is the chance that two rows share a group.
+/// The stream a generated candidate sorts by first, unless the current layout's (the row
+/// sample's blocks hold runs of the table's own order, its groups' rows side by side).
+fn new_stream(c: &Candidate, current: &Candidate) -> Option<String> {
+    let stream = c.layout.stream.as_ref()?;
+    let generated = c.kind == CandidateKind::Generated && c.layout.clustering_key.is_some();
+    (generated && current.layout.stream.as_ref() != Some(stream)).then(|| stream.clone())
+}
+
+/// The new streams of `candidates` whose groups `rows` holds thinly: the group of a row drawn
+/// at random holds fewer than [`THIN`] of its other rows. The rows that start its blocks tell:
+/// they share no run of the table's order, so two of them of one value are two draws of a
+/// group, and the share of their pairs that match is the chance that two rows share a group.
+/// One group of a large share of the rows (or of the rows without a value) makes a stream not
+/// thin, and its candidates keep the row sample's sizes.
 fn thin_streams(
     candidates: &[Candidate],
     rows: &sample::Sample,
@@ -92,15 +102,15 @@ fn thin_streams(
     }
     let starts =
         arrow::array::UInt32Array::from_iter_values(rows.block_starts.iter().map(|&s| s as u32));
-    let mut streams: Vec<&str> = candidates
+    let mut streams: Vec<String> = candidates
         .iter()
-        .filter_map(|c| c.layout.stream.as_deref())
+        .filter_map(|c| new_stream(c, &candidates[0]))
         .collect();
     streams.sort_unstable();
     streams.dedup();
     let mut out = Vec::new();
     for s in streams {
-        let Some(a) = rows.batch.column_by_name(s) else {
+        let Some(a) = rows.batch.column_by_name(&s) else {
             continue;
         };
         let picked = arrow::compute::take(a.as_ref(), &starts, None)?;
@@ -109,7 +119,7 @@ fn thin_streams(
         let per_group = share * rows.batch.num_rows() as f64;
         tracing::debug!(stream = s, per_group, "sampled rows of a row's group");
         if per_group < THIN {
-            out.push(s.to_string());
+            out.push(s);
         }
     }
     Ok(out)
@@ -153,18 +163,21 @@ fn columns(group: &str, schema: &Schema, scans: &[&Scan], sampled: &[String]) ->
         .collect()
 }
 
-/// Per candidate, the bytes of each column of its stream's group sample in its order over
-/// the same in the current layout's order (`candidates[0]`); `None` for a candidate whose
+/// Per column of a group sample, its bytes in a candidate's order over its bytes in the current
+/// layout's order.
+pub type Ratios = BTreeMap<String, f64>;
+
+/// Per candidate, the [`Ratios`] of its stream's group sample; `None` for a candidate whose
 /// stream has no group sample.
 pub fn ratios(
     candidates: &[Candidate],
     groups: &[GroupSample],
     table: &estimate::Table<'_>,
-) -> Result<Vec<Option<BTreeMap<String, f64>>>, AdviseError> {
+) -> Result<Vec<Option<Ratios>>, AdviseError> {
     let mut out = vec![None; candidates.len()];
     for g in groups {
         let mine: Vec<usize> = (1..candidates.len())
-            .filter(|&i| candidates[i].layout.stream.as_deref() == Some(g.column.as_str()))
+            .filter(|&i| new_stream(&candidates[i], &candidates[0]).as_ref() == Some(&g.column))
             .collect();
         let picked: Vec<&Candidate> = std::iter::once(0)
             .chain(mine.iter().copied())
@@ -222,7 +235,7 @@ fn totals_by_order(
 /// `ratio`: the group sample's ratio of its bytes to the current order's, over the ratio the
 /// row sample already gives it (`row_candidate` over `row_current`, per sampled column).
 pub fn resize(
-    ratio: &BTreeMap<String, f64>,
+    ratio: &Ratios,
     file_columns: &[FileColumn],
     row_current: &[ChunkSize],
     row_candidate: &[ChunkSize],
@@ -252,7 +265,6 @@ mod tests {
     use ravel_query::prune::{Predicate, Test};
 
     use super::*;
-    use crate::candidates::CandidateKind;
 
     const ROWS: i64 = 4_000;
 

@@ -67,8 +67,8 @@ pub enum AdviseError {
     Store(#[from] ravel_store::StoreError),
     #[error(transparent)]
     Log(#[from] ravel_log::LogError),
-    #[error("drawing whole groups for the sample: {0}")]
-    Groups(#[from] datafusion::error::DataFusionError),
+    #[error("hashing the sample's values to draw whole groups: {0}")]
+    Hash(#[from] datafusion::error::DataFusionError),
     #[error("reading the sample: {0}")]
     Parquet(#[from] parquet::errors::ParquetError),
     #[error("estimating a layout: {0}")]
@@ -133,6 +133,8 @@ pub struct Estimate {
     pub relative: f64,
     /// Bytes the table would take stored.
     pub stored_bytes: u64,
+    /// Whether its sizes come from a sample of whole groups of its stream (see [`groups`]).
+    pub whole_groups: bool,
     /// Sorting and encoding the sample in this order (at the simulation's zstd level) and
     /// building its filters, over the same for the current layout.
     pub load_cost: f64,
@@ -174,7 +176,7 @@ pub struct WholeGroups {
 pub struct Stages {
     /// Opening the table and planning the statements.
     pub plan_s: f64,
-    /// Reading the sample (and any sample of whole groups).
+    /// Reading the sample, generating the candidates, and reading any sample of whole groups.
     pub sample_s: f64,
     /// Simulating and costing the candidates.
     pub estimate_s: f64,
@@ -514,7 +516,7 @@ fn estimate_all(
     let pruner = Pruner::new(schema);
     let current_totals = sims[0].column_totals();
     let mut out = Vec::new();
-    let mut costed: Vec<(Arc<Simulated>, Vec<StatementEstimate>)> = Vec::new();
+    let mut costed: Vec<Costed> = Vec::new();
     for ((c, sim), ratio) in candidates.iter().zip(&sims).zip(&ratios) {
         let totals = sim.column_totals();
         let resize = ratio.as_ref().map_or_else(Vec::new, |r| {
@@ -526,13 +528,17 @@ fn estimate_all(
         };
         let same = costed
             .iter()
-            .find(|(s, _)| Arc::ptr_eq(s, sim))
-            .map(|(_, st)| st.clone());
+            .find(|c| Arc::ptr_eq(&c.sim, sim) && c.resize == resize)
+            .map(|c| c.statements.clone());
         let statements = match same {
             Some(st) => st,
             None => cost_all(sim, scans, &pruner, sizing, &columns),
         };
-        costed.push((sim.clone(), statements.clone()));
+        costed.push(Costed {
+            sim: sim.clone(),
+            resize: resize.clone(),
+            statements: statements.clone(),
+        });
         out.push(Estimate {
             name: c.name.clone(),
             kind: c.kind,
@@ -541,6 +547,7 @@ fn estimate_all(
                 b.saturating_add(s.bytes.saturating_mul(s.weight))
             }),
             relative: 0.0,
+            whole_groups: ratio.is_some(),
             stored_bytes: stored_bytes(&totals, sizing, sample, estimate::object_count(sim)),
             load_cost: sim.seconds / sims[0].seconds.max(1e-9),
             statements,
@@ -548,6 +555,14 @@ fn estimate_all(
     }
     tracing::debug!(seconds = started.elapsed().as_secs_f64(), "costed");
     Ok(out)
+}
+
+/// A simulation costed at one sizing: candidates of the same simulation and sizing share its
+/// statements' costs.
+struct Costed {
+    sim: Arc<Simulated>,
+    resize: Vec<f64>,
+    statements: Vec<StatementEstimate>,
 }
 
 /// The scale from the sample's encoded sizes to the table's, by the current layout's

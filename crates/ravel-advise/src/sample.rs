@@ -331,7 +331,8 @@ fn block_ranges(rows: usize, fraction: f64) -> Vec<std::ops::Range<usize>> {
     // At least a row of every object: each object's rows are evidence.
     let want = ((rows as f64 * fraction).round() as usize).max(1).min(rows);
     let count = want.div_ceil(BLOCK_ROWS).max(1);
-    let len = want.div_ceil(count).min(rows);
+    // No longer than the blocks' spacing: blocks never overlap.
+    let len = want.div_ceil(count).min(rows / count);
     (0..count)
         .map(|k| {
             let start = k * rows / count;
@@ -340,14 +341,13 @@ fn block_ranges(rows: usize, fraction: f64) -> Vec<std::ops::Range<usize>> {
         .collect()
 }
 
-/// Where each block of [`blocks`] starts among the rows it selects; none when one block
-/// holds every row.
+/// Where each block of [`blocks`] starts among the rows it selects; none at a fraction of 1
+/// (the whole object is one block).
 fn block_starts(rows: usize, fraction: f64) -> Vec<usize> {
-    let ranges = block_ranges(rows, fraction);
-    if ranges.len() < 2 {
+    if fraction >= 1.0 {
         return Vec::new();
     }
-    ranges
+    block_ranges(rows, fraction)
         .iter()
         .scan(0, |at, r| {
             let start = *at;
@@ -384,12 +384,19 @@ pub fn under(
     a: &arrow::array::ArrayRef,
     fraction: f64,
 ) -> Result<arrow::array::BooleanArray, datafusion::error::DataFusionError> {
-    let limit = fraction.clamp(0.0, 1.0) * u64::MAX as f64;
+    if fraction >= 1.0 {
+        return Ok(std::iter::repeat_n(Some(true), a.len()).collect());
+    }
+    let limit = fraction.max(0.0) * u64::MAX as f64;
     Ok(hashes(a)?
         .iter()
         .map(|&h| Some((h as f64) < limit))
         .collect())
 }
+
+/// The hash of a row without a value: the rows without one are one group, drawn or not as a
+/// value is.
+const NULL_HASH: u64 = 0x9e37_79b9_7f4a_7c15;
 
 /// A 64-bit hash of each row's value of `a`, by its type, with fixed keys (the same in every
 /// run).
@@ -397,6 +404,11 @@ pub fn hashes(a: &arrow::array::ArrayRef) -> Result<Vec<u64>, datafusion::error:
     let mut out = vec![0u64; a.len()];
     let fixed = std::hash::BuildHasherDefault::<std::hash::DefaultHasher>::default();
     datafusion::common::hash_utils::create_hashes_with_hasher([a], &fixed, &mut out)?;
+    if let Some(nulls) = a.logical_nulls() {
+        for i in (0..a.len()).filter(|&i| nulls.is_null(i)) {
+            out[i] = NULL_HASH;
+        }
+    }
     Ok(out)
 }
 
@@ -451,23 +463,32 @@ mod tests {
         assert!((50..=150).contains(&drawn), "{drawn} of 1000 values at 0.1");
         assert_eq!(under(&a, 0.0).unwrap().true_count(), 0);
         assert_eq!(under(&a, 1.0).unwrap().true_count(), 4_000);
+        // Rows without a value are one group: all drawn or none, not always drawn.
+        let nulls: ArrayRef = Arc::new(Int64Array::from(vec![None::<i64>; 100]));
+        let h = hashes(&nulls).unwrap();
+        assert!(h.iter().all(|&x| x == NULL_HASH));
+        let drawn = under(&nulls, 0.1).unwrap().true_count();
+        assert!(drawn == 0 || drawn == 100, "{drawn}");
     }
 
     #[test]
     fn block_starts_are_where_each_block_begins_among_the_selected_rows() {
-        let (rows, fraction) = (10_000, 0.05);
-        let ranges = block_ranges(rows, fraction);
-        let starts = block_starts(rows, fraction);
-        assert_eq!(starts.len(), ranges.len());
-        let selected: Vec<usize> = ranges.iter().flat_map(|r| r.clone()).collect();
-        assert_eq!(selected.len(), blocks(rows, fraction).row_count());
-        for (s, r) in starts.iter().zip(&ranges) {
-            assert_eq!(selected[*s], r.start);
+        // A tenth of 1,000 rows: 4 blocks of 25, 250 rows apart.
+        let ranges = block_ranges(1_000, 0.1);
+        assert_eq!(ranges, [0..25, 250..275, 500..525, 750..775]);
+        assert_eq!(block_starts(1_000, 0.1), [0, 25, 50, 75]);
+        // One block, and no blocks at all at a fraction of 1.
+        assert_eq!(block_starts(1_000, 0.01), [0]);
+        assert!(block_starts(1_000, 1.0).is_empty());
+        // Near a fraction of 1 the blocks still never overlap.
+        for (rows, fraction) in [(1_000, 0.995), (33, 0.99), (10_000, 0.9)] {
+            let ranges = block_ranges(rows, fraction);
+            assert!(
+                ranges.windows(2).all(|w| w[0].end <= w[1].start),
+                "{ranges:?}"
+            );
+            assert!(blocks(rows, fraction).row_count() <= rows);
         }
-        assert!(
-            block_starts(rows, 1.0).is_empty(),
-            "the whole object is one block"
-        );
     }
 
     #[test]

@@ -236,6 +236,16 @@ async fn the_estimate_is_close_to_a_real_load_under_the_recommended_layout() {
         .collect();
     assert_eq!(drawn, ["UserID"]);
     assert!(small.whole_groups[0].rows > 0);
+    let sized: Vec<bool> = small.candidates.iter().map(|c| c.whole_groups).collect();
+    let streamed: Vec<bool> = small
+        .candidates
+        .iter()
+        .map(|c| c.kind == CandidateKind::Generated && c.layout.stream.as_deref() == Some("UserID"))
+        .collect();
+    assert_eq!(
+        sized, streamed,
+        "exactly the UserID streams are sized on whole users"
+    );
     assert_eq!(small.best().name, best.name);
     load(&store, "advised", &best.layout).await;
     let list = statements(&log);

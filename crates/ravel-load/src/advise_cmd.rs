@@ -95,7 +95,7 @@ fn print_advice(a: &Advice, store: &str, table: &str) {
     }
     for g in &a.whole_groups {
         println!(
-            "  candidates streamed by {} sized on whole groups of it: {} rows",
+            "  sizes of the candidates streamed by {0} (marked ~) from a second sample of whole {0} groups: {1} rows",
             g.column, g.rows
         );
     }
@@ -105,8 +105,9 @@ fn print_advice(a: &Advice, store: &str, table: &str) {
     );
     for (i, e) in a.candidates.iter().enumerate() {
         let mark = if i == a.recommended { "*" } else { " " };
+        let sized = if e.whole_groups { "~" } else { " " };
         println!(
-            "{:>3}{mark} {:>16} {:>8.3} {:>14} {:>6.2}  {}",
+            "{:>3}{mark} {:>16} {:>8.3} {:>14} {:>6.2} {sized}{}",
             i + 1,
             e.bytes,
             e.relative,
