@@ -693,7 +693,37 @@ pub struct Scale {
 #[derive(Clone, Copy)]
 pub struct Sizing<'a> {
     pub scale: &'a Scale,
-    pub resize: &'a [f64],
+    pub resize: &'a [Resize],
+}
+
+impl Sizing<'_> {
+    /// File column `f`'s factor (none: 1).
+    pub fn of(&self, f: usize) -> Resize {
+        self.resize.get(f).copied().unwrap_or(Resize::NONE)
+    }
+}
+
+/// The factors on a chunk's dictionary page and on the rest of it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Resize {
+    pub dictionary: f64,
+    pub data: f64,
+}
+
+impl Resize {
+    pub const NONE: Resize = Resize {
+        dictionary: 1.0,
+        data: 1.0,
+    };
+
+    /// `chunk` resized, its dictionary page and the rest apart.
+    pub fn apply(&self, chunk: ScaledChunk) -> ScaledChunk {
+        let dictionary = chunk.dictionary * self.dictionary;
+        ScaledChunk {
+            bytes: dictionary + (chunk.bytes - chunk.dictionary) * self.data,
+            dictionary,
+        }
+    }
 }
 
 /// One column of the table's files.
@@ -942,15 +972,17 @@ fn fetched(o: &SimObject, sizing: Sizing<'_>, columns: &[usize], rows: &[bool]) 
     let mut ranges: Vec<(f64, f64)> = Vec::new();
     let mut at = 0.0;
     for (f, fc) in scale.file_columns.iter().enumerate() {
-        let (size, dictionary) = match fc.sampled {
-            Some(c) => {
-                let chunk = scale.per_column[c].scaled(o.part.sizes[c]);
-                (chunk.bytes, chunk.dictionary)
-            }
-            None => (fc.bytes, fc.bytes * fc.dictionary_share),
+        let chunk = match fc.sampled {
+            Some(c) => scale.per_column[c].scaled(o.part.sizes[c]),
+            None => ScaledChunk {
+                bytes: fc.bytes,
+                dictionary: fc.bytes * fc.dictionary_share,
+            },
         };
-        let k = sizing.resize.get(f).copied().unwrap_or(1.0);
-        let (size, dictionary) = (size * k, dictionary * k);
+        let ScaledChunk {
+            bytes: size,
+            dictionary,
+        } = sizing.of(f).apply(chunk);
         if columns.contains(&f) {
             let all: Vec<std::ops::Range<usize>> = pages(n, fc.page_rows).collect();
             let mut hit: Vec<&std::ops::Range<usize>> = all
@@ -1160,7 +1192,15 @@ mod tests {
         };
         let pruner = Pruner::new(batch.schema_ref());
         let names = ["k".to_string(), "v".to_string()];
-        let bytes = |resize: &[f64]| {
+        let bytes = |factors: &[f64]| {
+            let resize: Vec<Resize> = factors
+                .iter()
+                .map(|&k| Resize {
+                    dictionary: k,
+                    data: k,
+                })
+                .collect();
+            let resize = resize.as_slice();
             let sizing = Sizing {
                 scale: &scale,
                 resize,

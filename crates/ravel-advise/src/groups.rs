@@ -23,7 +23,7 @@ use rayon::prelude::*;
 
 use crate::AdviseError;
 use crate::candidates::{Candidate, CandidateKind};
-use crate::estimate::{self, ChunkSize, FileColumn};
+use crate::estimate::{self, ChunkSize, FileColumn, Resize};
 use crate::sample::{self, Draw};
 use crate::statements::Scan;
 
@@ -164,8 +164,8 @@ fn columns(group: &str, schema: &Schema, scans: &[&Scan], sampled: &[String]) ->
 }
 
 /// Per column of a group sample, its bytes in a candidate's order over its bytes in the current
-/// layout's order.
-pub type Ratios = BTreeMap<String, f64>;
+/// layout's order, of its dictionary page and of the rest apart.
+pub type Ratios = BTreeMap<String, Resize>;
 
 /// Per candidate, the [`Ratios`] of its stream's group sample; `None` for a candidate whose
 /// stream has no group sample.
@@ -192,7 +192,7 @@ pub fn ratios(
                     .clone()
                     .zip(this.iter().zip(current))
                     .filter(|(_, (_, cur))| cur.bytes > 0)
-                    .map(|(n, (t, cur))| (n.clone(), t.bytes as f64 / cur.bytes as f64))
+                    .map(|(n, (t, cur))| (n.clone(), ratio(*cur, *t)))
                     .collect(),
             );
         }
@@ -231,26 +231,41 @@ fn totals_by_order(
         .collect())
 }
 
-/// The factor on each file column's scaled size under a candidate whose group sample gives
-/// `ratio`: the group sample's ratio of its bytes to the current order's, over the ratio the
-/// row sample already gives it (`row_candidate` over `row_current`, per sampled column).
+/// `to` over `from`, of the dictionary page and of the rest apart where both have both, else
+/// of the whole chunk (as [`estimate::PartScale`] scales a chunk).
+fn ratio(from: ChunkSize, to: ChunkSize) -> Resize {
+    let s = estimate::PartScale::new(from, to);
+    Resize {
+        dictionary: s.dictionary,
+        data: s.data,
+    }
+}
+
+/// The factors on each file column's scaled chunk under a candidate whose group sample gives
+/// `ratios`: the group sample's ratio of its bytes to the current order's, over the ratio the
+/// row sample already gives it (`row_candidate` over `row_current`, per sampled column), each
+/// of the dictionary page and of the rest apart.
 pub fn resize(
-    ratio: &Ratios,
+    ratios: &Ratios,
     file_columns: &[FileColumn],
     row_current: &[ChunkSize],
     row_candidate: &[ChunkSize],
-) -> Vec<f64> {
+) -> Vec<Resize> {
+    let over = |g: f64, row: f64| if row > 0.0 { g / row } else { g };
     file_columns
         .iter()
         .map(|fc| {
-            let Some(&g) = ratio.get(&fc.name) else {
-                return 1.0;
+            let Some(&g) = ratios.get(&fc.name) else {
+                return Resize::NONE;
             };
-            let row = fc.sampled.and_then(|c| {
-                let (cur, cand) = (row_current.get(c)?, row_candidate.get(c)?);
-                (cur.bytes > 0 && cand.bytes > 0).then(|| cand.bytes as f64 / cur.bytes as f64)
-            });
-            g / row.unwrap_or(1.0)
+            let row = fc
+                .sampled
+                .and_then(|c| Some(ratio(*row_current.get(c)?, *row_candidate.get(c)?)))
+                .unwrap_or(Resize::NONE);
+            Resize {
+                dictionary: over(g.dictionary, row.dictionary),
+                data: over(g.data, row.data),
+            }
         })
         .collect()
 }
@@ -406,13 +421,27 @@ mod tests {
             "only the stream sampled whole"
         );
         let streamed = r[1].as_ref().unwrap();
-        assert!(streamed["region"] < 0.8, "{streamed:?}");
-        assert!(streamed["u"] < 1.0, "{streamed:?}");
+        assert!(streamed["region"].data < 0.8, "{streamed:?}");
+        assert!(streamed["u"].data < 1.0, "{streamed:?}");
     }
 
     #[test]
     fn resizing_takes_the_group_ratio_over_what_the_row_sample_gives() {
-        let ratio = BTreeMap::from([("a".to_string(), 0.5), ("b".to_string(), 0.6)]);
+        let whole = |k: f64| Resize {
+            dictionary: k,
+            data: k,
+        };
+        let ratios = BTreeMap::from([
+            ("a".to_string(), whole(0.5)),
+            ("b".to_string(), whole(0.6)),
+            (
+                "d".to_string(),
+                Resize {
+                    dictionary: 0.5,
+                    data: 0.25,
+                },
+            ),
+        ]);
         let column = |name: &str, sampled: Option<usize>| FileColumn {
             name: name.into(),
             sampled,
@@ -420,13 +449,28 @@ mod tests {
             page_rows: 1.0,
             dictionary_share: 0.0,
         };
-        let files = [column("a", Some(0)), column("b", None), column("c", None)];
-        let size = |bytes| ChunkSize {
-            bytes,
-            dictionary: 0,
-        };
-        let k = resize(&ratio, &files, &[size(100)], &[size(80)]);
-        assert!((k[0] - 0.625).abs() < 1e-9, "{k:?}");
-        assert_eq!(&k[1..], [0.6, 1.0]);
+        let files = [
+            column("a", Some(0)),
+            column("b", None),
+            column("c", None),
+            column("d", Some(1)),
+        ];
+        let size = |bytes, dictionary| ChunkSize { bytes, dictionary };
+        // The row sample: `a` 0.8 of the current order's, `d`'s dictionary the same and its
+        // data pages half.
+        let current = [size(100, 0), size(300, 100)];
+        let candidate = [size(80, 0), size(200, 100)];
+        let k = resize(&ratios, &files, &current, &candidate);
+        assert!((k[0].data - 0.625).abs() < 1e-9, "{k:?}");
+        assert!((k[0].dictionary - 0.625).abs() < 1e-9, "{k:?}");
+        assert_eq!(k[1], whole(0.6));
+        assert_eq!(k[2], Resize::NONE);
+        assert_eq!(
+            k[3],
+            Resize {
+                dictionary: 0.5,
+                data: 0.5
+            }
+        );
     }
 }

@@ -561,7 +561,7 @@ fn estimate_all(
 /// statements' costs.
 struct Costed {
     sim: Arc<Simulated>,
-    resize: Vec<f64>,
+    resize: Vec<estimate::Resize>,
     statements: Vec<StatementEstimate>,
 }
 
@@ -615,18 +615,21 @@ fn stored_bytes(
     sample: &sample::Sample,
     objects: usize,
 ) -> u64 {
-    let resize = |f: usize| sizing.resize.get(f).copied().unwrap_or(1.0);
+    let of = |m: &BTreeMap<String, u64>, c: &str| m.get(c).copied().unwrap_or(0) as f64;
     let columns: f64 = sizing
         .scale
         .file_columns
         .iter()
         .enumerate()
         .map(|(f, fc)| {
-            let bytes = match fc.sampled {
-                Some(c) => sizing.scale.per_column[c].scaled(totals[c]).bytes,
-                None => sample.column_bytes.get(&fc.name).copied().unwrap_or(0) as f64,
+            let chunk = match fc.sampled {
+                Some(c) => sizing.scale.per_column[c].scaled(totals[c]),
+                None => estimate::ScaledChunk {
+                    bytes: of(&sample.column_bytes, &fc.name),
+                    dictionary: of(&sample.dictionary_bytes, &fc.name),
+                },
             };
-            bytes * resize(f)
+            sizing.of(f).apply(chunk).bytes
         })
         .sum();
     (columns + sample.page_index_bytes * objects as f64).round() as u64
