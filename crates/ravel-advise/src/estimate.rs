@@ -1143,6 +1143,22 @@ mod tests {
     }
 
     #[test]
+    fn a_resize_takes_the_dictionary_page_and_the_data_pages_apart() {
+        let k = Resize {
+            dictionary: 0.5,
+            data: 2.0,
+        };
+        let chunk = ScaledChunk {
+            bytes: 100.0,
+            dictionary: 40.0,
+        };
+        let resized = k.apply(chunk);
+        assert_eq!(resized.dictionary, 20.0);
+        assert_eq!(resized.bytes, 20.0 + 120.0);
+        assert_eq!(Resize::NONE.apply(chunk), chunk);
+    }
+
+    #[test]
     fn a_candidates_resize_scales_the_bytes_its_statements_fetch() {
         use arrow::array::{ArrayRef, Int64Array};
         let n = 4_000;

@@ -7,11 +7,11 @@
 //! stores them. A point lookup of the group then seems to fetch the columns it reads apart,
 //! where the reader fetches them in one request with the (smaller) columns between.
 //!
-//! So for each stream that a candidate brings and the row sample holds thinly (a row's group
-//! holds fewer than [`THIN`] of its other rows), a second sample draws every row of the groups whose value hashes under the
-//! same fraction: the row sample's columns and those between the columns a lookup of the group
-//! reads. Its sizes in a candidate's order over its sizes in the current order give the
-//! candidate's size of each column, relative to the current layout's. The row sample still
+//! So for each stream that a candidate brings and the row sample holds thinly (a row's group holds
+//! fewer than [`THIN`] of its other rows), a second sample draws every row of the groups whose
+//! value hashes under the same fraction: the row sample's columns and those between the columns a
+//! lookup of the group reads. Its sizes in a candidate's order over its sizes in the current order
+//! give the candidate's size of each column, relative to the current layout's. The row sample still
 //! decides which objects and pages a statement reads.
 
 use std::collections::BTreeMap;
@@ -78,7 +78,8 @@ pub async fn read_all(
     Ok(out)
 }
 
-/// The stream a generated candidate sorts by first, unless the current layout's (the row
+/// The stream a generated candidate with a clustering key sorts by first (without a key the
+/// rows keep arrival order, and no stream leads), unless it is the current layout's (the row
 /// sample's blocks hold runs of the table's own order, its groups' rows side by side).
 fn new_stream(c: &Candidate, current: &Candidate) -> Option<String> {
     let stream = c.layout.stream.as_ref()?;

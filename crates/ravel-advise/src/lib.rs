@@ -485,14 +485,7 @@ fn estimate_all(
 ) -> Result<Vec<Estimate>, AdviseError> {
     let started = Instant::now();
     let lookups = lookups(scans);
-    // A column that any object stores with a dictionary: a compacted table is one run, whose
-    // trial chose for every object alike.
-    let dictionaries: BTreeSet<String> = sample
-        .dictionary_bytes
-        .iter()
-        .filter(|(_, b)| **b > 0)
-        .map(|(c, _)| c.clone())
-        .collect();
+    let dictionaries = dictionary_columns(sample);
     let table = estimate::Table {
         objects: sample.objects,
         dictionaries: &dictionaries,
@@ -512,18 +505,66 @@ fn estimate_all(
         .iter()
         .map(|f| f.name().clone())
         .collect();
-    let scale = scale(&sims[0], sample, &columns, schema, q);
-    let pruner = Pruner::new(schema);
-    let current_totals = sims[0].column_totals();
-    let mut out = Vec::new();
-    let mut costed: Vec<Costed> = Vec::new();
-    for ((c, sim), ratio) in candidates.iter().zip(&sims).zip(&ratios) {
+    let costing = Costing {
+        scans,
+        pruner: Pruner::new(schema),
+        scale: scale(&sims[0], sample, &columns, schema, q),
+        current: sims[0].column_totals(),
+        current_seconds: sims[0].seconds,
+        columns,
+        sample,
+    };
+    let mut costed = Vec::new();
+    let out = candidates
+        .iter()
+        .zip(&sims)
+        .zip(&ratios)
+        .map(|((c, sim), ratio)| costing.estimate(c, sim, ratio.as_ref(), &mut costed))
+        .collect();
+    tracing::debug!(seconds = started.elapsed().as_secs_f64(), "costed");
+    Ok(out)
+}
+
+/// The columns any object stores with a dictionary: a compacted table is one run, whose trial
+/// chose for every object alike.
+fn dictionary_columns(sample: &sample::Sample) -> BTreeSet<String> {
+    sample
+        .dictionary_bytes
+        .iter()
+        .filter(|(_, b)| **b > 0)
+        .map(|(c, _)| c.clone())
+        .collect()
+}
+
+/// What costing a simulated candidate needs.
+struct Costing<'a, 'b> {
+    scans: &'a [Advised<'b>],
+    pruner: Pruner,
+    scale: Scale,
+    /// The current layout's simulation: its column totals and seconds.
+    current: Vec<estimate::ChunkSize>,
+    current_seconds: f64,
+    /// The sample's columns.
+    columns: Vec<String>,
+    sample: &'a sample::Sample,
+}
+
+impl Costing<'_, '_> {
+    /// Candidate `c`'s estimate from its simulation, resized by its group sample's `ratios` if
+    /// any; `costed` keeps the statements' costs of each simulation and sizing met so far.
+    fn estimate(
+        &self,
+        c: &Candidate,
+        sim: &Arc<Simulated>,
+        ratios: Option<&groups::Ratios>,
+        costed: &mut Vec<Costed>,
+    ) -> Estimate {
         let totals = sim.column_totals();
-        let resize = ratio.as_ref().map_or_else(Vec::new, |r| {
-            groups::resize(r, &scale.file_columns, &current_totals, &totals)
+        let resize = ratios.map_or_else(Vec::new, |r| {
+            groups::resize(r, &self.scale.file_columns, &self.current, &totals)
         });
         let sizing = estimate::Sizing {
-            scale: &scale,
+            scale: &self.scale,
             resize: &resize,
         };
         let same = costed
@@ -532,14 +573,16 @@ fn estimate_all(
             .map(|c| c.statements.clone());
         let statements = match same {
             Some(st) => st,
-            None => cost_all(sim, scans, &pruner, sizing, &columns),
+            None => cost_all(sim, self.scans, &self.pruner, sizing, &self.columns),
         };
+        let objects = estimate::object_count(sim);
+        let stored_bytes = stored_bytes(&totals, sizing, self.sample, objects);
         costed.push(Costed {
             sim: sim.clone(),
-            resize: resize.clone(),
+            resize,
             statements: statements.clone(),
         });
-        out.push(Estimate {
+        Estimate {
             name: c.name.clone(),
             kind: c.kind,
             layout: c.layout.clone(),
@@ -547,14 +590,12 @@ fn estimate_all(
                 b.saturating_add(s.bytes.saturating_mul(s.weight))
             }),
             relative: 0.0,
-            whole_groups: ratio.is_some(),
-            stored_bytes: stored_bytes(&totals, sizing, sample, estimate::object_count(sim)),
-            load_cost: sim.seconds / sims[0].seconds.max(1e-9),
+            whole_groups: ratios.is_some(),
+            stored_bytes,
+            load_cost: sim.seconds / self.current_seconds.max(1e-9),
             statements,
-        });
+        }
     }
-    tracing::debug!(seconds = started.elapsed().as_secs_f64(), "costed");
-    Ok(out)
 }
 
 /// A simulation costed at one sizing: candidates of the same simulation and sizing share its

@@ -467,8 +467,9 @@ mod tests {
         let nulls: ArrayRef = Arc::new(Int64Array::from(vec![None::<i64>; 100]));
         let h = hashes(&nulls).unwrap();
         assert!(h.iter().all(|&x| x == NULL_HASH));
-        let drawn = under(&nulls, 0.1).unwrap().true_count();
-        assert!(drawn == 0 || drawn == 100, "{drawn}");
+        let at = NULL_HASH as f64 / u64::MAX as f64;
+        assert_eq!(under(&nulls, at - 0.01).unwrap().true_count(), 0);
+        assert_eq!(under(&nulls, at + 0.01).unwrap().true_count(), 100);
     }
 
     #[test]

@@ -95,7 +95,7 @@ fn print_advice(a: &Advice, store: &str, table: &str) {
     }
     for g in &a.whole_groups {
         println!(
-            "  sizes of the candidates streamed by {0} (marked ~) from a second sample of whole {0} groups: {1} rows",
+            "  candidates streamed by {} (~): sized on a sample of its whole groups, {} rows",
             g.column, g.rows
         );
     }
