@@ -171,20 +171,18 @@ pub fn encode(
     let started = Instant::now();
     let sorted = take_record_batch(sample, order)?;
     let seen = take_record_batch(seen, order)?;
-    let n = sorted.num_rows();
-    let k = table.objects.clamp(1, n.max(1));
-    let trial = with_trial(&sorted, k, &properties()?, table.dictionaries)?;
-    let parts = (0..k)
+    let sizes = object_sizes(&sorted, table)?;
+    let k = sizes.len();
+    let parts = sizes
         .into_par_iter()
-        .map(|j| {
-            let (at, len) = (j * n / k, (j + 1) * n / k - j * n / k);
-            let rows = sorted.slice(at, len);
-            // The trial encoded the middle object both ways: its sizes are the winners'.
-            let sizes = match j == k / 2 {
-                true => trial.middle.clone(),
-                false => chunk_sizes(&rows, &trial.props)?,
-            };
-            part(rows, seen.slice(at, len), sizes)
+        .enumerate()
+        .map(|(j, sizes)| {
+            let rows = object_rows(j, sorted.num_rows(), k);
+            part(
+                sorted.slice(rows.start, rows.len()),
+                seen.slice(rows.start, rows.len()),
+                sizes,
+            )
         })
         .collect::<Result<Vec<Arc<Part>>, AdviseError>>()?;
     Ok(Encoded {
@@ -203,20 +201,35 @@ pub fn column_totals(
     table: &Table<'_>,
 ) -> Result<Vec<ChunkSize>, AdviseError> {
     let sorted = take_record_batch(sample, order)?;
+    let sizes = object_sizes(&sorted, table)?;
+    Ok(summed(sizes.iter().map(Vec::as_slice)))
+}
+
+/// Rows `j` of `k` objects cut from `n`.
+fn object_rows(j: usize, n: usize, k: usize) -> std::ops::Range<usize> {
+    j * n / k..(j + 1) * n / k
+}
+
+/// The encoded chunk sizes of each object `sorted` is cut into (as many as `table` has), each
+/// column with a dictionary where the loader's trial would choose one for the run.
+fn object_sizes(
+    sorted: &RecordBatch,
+    table: &Table<'_>,
+) -> Result<Vec<Vec<ChunkSize>>, AdviseError> {
     let n = sorted.num_rows();
     let k = table.objects.clamp(1, n.max(1));
-    let trial = with_trial(&sorted, k, &properties()?, table.dictionaries)?;
-    let sizes = (0..k)
+    let trial = with_trial(sorted, k, &properties()?, table.dictionaries)?;
+    (0..k)
         .into_par_iter()
         .map(|j| match j == k / 2 {
+            // The trial encoded the middle object both ways: its sizes are the winners'.
             true => Ok(trial.middle.clone()),
-            false => chunk_sizes(
-                &sorted.slice(j * n / k, (j + 1) * n / k - j * n / k),
-                &trial.props,
-            ),
+            false => {
+                let rows = object_rows(j, n, k);
+                chunk_sizes(&sorted.slice(rows.start, rows.len()), &trial.props)
+            }
         })
-        .collect::<Result<Vec<Vec<ChunkSize>>, AdviseError>>()?;
-    Ok(summed(sizes.iter().map(Vec::as_slice)))
+        .collect()
 }
 
 /// Per column, the sum of the objects' chunk sizes.
@@ -514,7 +527,8 @@ fn with_trial(
 ) -> Result<Trial, AdviseError> {
     let n = sorted.num_rows();
     let k = objects.clamp(1, n.max(1));
-    let middle = sorted.slice(k / 2 * n / k, (k / 2 + 1) * n / k - k / 2 * n / k);
+    let rows = object_rows(k / 2, n, k);
+    let middle = sorted.slice(rows.start, rows.len());
     let plain = props
         .clone()
         .into_builder()

@@ -333,6 +333,15 @@ mod tests {
         }
     }
 
+    /// The current layout (no stream), and candidates streamed by `u` and by `region`.
+    fn current_and_two_streams() -> [Candidate; 3] {
+        [
+            candidate(None, CandidateKind::Current),
+            candidate(Some("u"), CandidateKind::Generated),
+            candidate(Some("region"), CandidateKind::Generated),
+        ]
+    }
+
     fn sample(batch: RecordBatch, block_starts: Vec<usize>) -> sample::Sample {
         sample::Sample {
             batch,
@@ -351,11 +360,7 @@ mod tests {
 
     #[test]
     fn a_stream_is_thin_when_a_rows_group_holds_few_of_the_sample() {
-        let candidates = [
-            candidate(None, CandidateKind::Current),
-            candidate(Some("u"), CandidateKind::Generated),
-            candidate(Some("region"), CandidateKind::Generated),
-        ];
+        let candidates = current_and_two_streams();
         // Every 7th row starts a block: 572 rows spread over the 4,000.
         let starts: Vec<usize> = (0..ROWS as usize).step_by(7).collect();
         // A user has 2 of the rows, a region about 19.
@@ -401,11 +406,7 @@ mod tests {
 
     #[test]
     fn a_column_that_follows_the_group_shrinks_under_its_stream() {
-        let candidates = [
-            candidate(None, CandidateKind::Current),
-            candidate(Some("u"), CandidateKind::Generated),
-            candidate(Some("region"), CandidateKind::Generated),
-        ];
+        let candidates = current_and_two_streams();
         let groups = [GroupSample {
             column: "u".into(),
             batch: rows(500),
