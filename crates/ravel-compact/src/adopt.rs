@@ -108,6 +108,7 @@ pub async fn adopt(
         removes: foreign.iter().map(|f| paths.absolute(&f.path)).collect(),
         written_bytes: prepared.report.stored_bytes,
         full: false,
+        consumed: Default::default(),
     };
     let configuration = ravel_loader::table_configuration(&prepared.report.layout, &m.schema);
     let committed = ravel_loader::Committer::new(store.object_store().clone(), paths)

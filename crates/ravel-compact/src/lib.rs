@@ -123,9 +123,14 @@ impl CompactError {
         }
     }
 
-    /// The table changed while the compaction ran (another compaction removed an input).
+    /// The table changed while the compaction ran (another compaction removed an input),
+    /// however deeply the log's error is wrapped.
     pub fn is_conflict(&self) -> bool {
-        matches!(self, CompactError::Log(e) if e.is_conflict())
+        match self {
+            CompactError::Log(e) => e.is_conflict(),
+            CompactError::Load(e) => e.is_conflict(),
+            _ => false,
+        }
     }
 }
 

@@ -376,9 +376,8 @@ async fn run_opened(
         report.wall_s = started.elapsed().as_secs_f64();
         return Ok(report);
     }
-    store
-        .require_conditional_create("compacting a table")
-        .await?;
+    // Probed before the first write (and recorded): whether creates need claims.
+    store.capabilities().await?;
     let mut load = opts.load.clone();
     load.load_budget = (opts.load.load_budget / 2).max(load.object_bytes);
     let writer = Writer::new(store, table, load, o.order.clone(), geometry)?;
@@ -1118,6 +1117,7 @@ async fn commit(
             .collect(),
         written_bytes: publish.written_bytes,
         full: publish.full,
+        consumed: Default::default(),
     };
     let committed = ravel_loader::Committer::new(os, paths.clone())
         .replace(

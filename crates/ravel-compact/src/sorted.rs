@@ -10,7 +10,9 @@
 use std::time::Instant;
 
 use ravel_layout::ClusteringOrder;
-use ravel_loader::{Committed, Committer, LoadError, Loader, Prepared, StageTimes};
+use ravel_loader::{
+    Committed, Committer, Files, LoadError, Loader, Prepared, Published, StageTimes,
+};
 use ravel_store::Store;
 use serde::Serialize;
 
@@ -29,6 +31,8 @@ pub struct SortedLoad<'a> {
     scratch: Scratch,
     /// The rows were loaded by columns (see [`SortedLoad::feed`]): one run, published as it is.
     by_columns: bool,
+    /// The version that consumed the inputs already (see [`SortedLoad::feed`]): nothing to do.
+    published: Option<Published>,
     started: Instant,
 }
 
@@ -36,9 +40,11 @@ pub struct SortedLoad<'a> {
 #[derive(Debug, Clone, Serialize)]
 pub struct SortedLoadReport {
     pub table: String,
-    /// The version that published the rows; `None` when an identical load was published
-    /// already (a rerun): nothing was published.
+    /// The version that published the rows: this load's, or the one that consumed its inputs
+    /// already (`already_published`).
     pub version: Option<u64>,
+    /// A version had consumed the inputs already (a rerun): nothing was read or published.
+    pub already_published: bool,
     pub load_id: String,
     pub rows: u64,
     /// Sorted runs the input made (the budget's worth each), each spilled and merged.
@@ -94,6 +100,7 @@ impl<'a> SortedLoad<'a> {
             opts: opts.clone(),
             loader,
             by_columns: false,
+            published: None,
             started: Instant::now(),
         })
     }
@@ -109,17 +116,22 @@ impl<'a> SortedLoad<'a> {
     /// trigger (`target_bytes`), are pushed into [`SortedLoad::loader`]: rows that fit one run
     /// are published as it, more are sorted in runs, spilled and merged. `progress` is called with the rows read (once for a load by
     /// columns).
+    ///
+    /// Each file is loaded once (see [`ravel_loader::load_files_with`]): when a version
+    /// consumed every input already, nothing is read, and [`SortedLoad::finish`] reports it.
     pub async fn feed(
         &mut self,
-        inputs: &[std::path::PathBuf],
-        format: ravel_loader::InputFormat,
-        tsv: ravel_loader::TsvOptions,
+        files: &Files<'_>,
         mut progress: impl FnMut(u64, &Loader),
     ) -> Result<(), LoadError> {
+        if let Some(p) = self.loader.consume(files.consumed()?).await? {
+            self.published = Some(p);
+            return Ok(());
+        }
         // A run trigger given explicitly asks for runs of that size.
         let runs_asked = self.loader.options().target_bytes.is_some();
-        if format == ravel_loader::InputFormat::Parquet && !runs_asked {
-            let paths = ravel_loader::expand_inputs(inputs)?;
+        if files.format == ravel_loader::InputFormat::Parquet && !runs_asked {
+            let paths = ravel_loader::expand_inputs(files.paths)?;
             let plan = ravel_loader::ColumnPlan::open(&paths)?;
             let opts = self.loader.options();
             if !plan.fits_one_run(opts) && plan.fits(opts, self.loader.layout()) {
@@ -131,7 +143,8 @@ impl<'a> SortedLoad<'a> {
                 return Ok(());
             }
         }
-        ravel_loader::feed_files(&mut self.loader, inputs, format, tsv, progress).await
+        let (paths, format, tsv) = (files.paths, files.format, files.tsv.clone());
+        ravel_loader::feed_files(&mut self.loader, paths, format, tsv, progress).await
     }
 
     /// Gives the load up after `error`: nothing is published.
@@ -141,7 +154,11 @@ impl<'a> SortedLoad<'a> {
 
     /// Merges the spilled runs, publishes the result and deletes the spill. Rows that fit
     /// one run (nothing spilled yet) are published as that run, like any load's.
-    pub async fn finish(self) -> Result<SortedLoadReport, CompactError> {
+    pub async fn finish(mut self) -> Result<SortedLoadReport, CompactError> {
+        if let Some(p) = self.published.take() {
+            let r = self.loader.published_already(p);
+            return Ok(one_run(r, self.by_columns, self.started));
+        }
         if self.loader.runs() == 0 || self.by_columns {
             return self.finish_as_one_run().await;
         }
@@ -163,31 +180,38 @@ impl SortedLoad<'_> {
             self.loader.set_spill(false)?;
             self.loader.set_scratch(None)?;
         }
+        let (by_columns, started) = (self.by_columns, self.started);
         let r = self.loader.finish().await?;
-        let stored = r.stored_bytes;
-        Ok(SortedLoadReport {
-            table: r.table,
-            version: r.version,
-            load_id: r.load_id,
-            rows: r.rows,
-            runs: r.runs,
-            by_columns: self.by_columns,
-            spill_objects: 0,
-            spill_bytes: 0,
-            objects: r.objects.len(),
-            stored_bytes: stored,
-            passes: 0,
-            fan_in: 0,
-            written_bytes: stored,
-            write_amplification: 1.0,
-            peak_budget_bytes: r.peak_budget_bytes,
-            spill: StageTimes::default(),
-            merge_s: 0.0,
-            write: r.stages,
-            commit_s: 0.0,
-            wall_s: self.started.elapsed().as_secs_f64(),
-            no_delta_view: r.no_delta_view,
-        })
+        Ok(one_run(r, by_columns, started))
+    }
+}
+
+/// The report of a sorted load that published its rows as one run (or found them published).
+fn one_run(r: ravel_loader::LoadReport, by_columns: bool, started: Instant) -> SortedLoadReport {
+    let stored = r.stored_bytes;
+    SortedLoadReport {
+        table: r.table,
+        version: r.version,
+        already_published: r.already_published,
+        load_id: r.load_id,
+        rows: r.rows,
+        runs: r.runs,
+        by_columns,
+        spill_objects: 0,
+        spill_bytes: 0,
+        objects: r.objects.len(),
+        stored_bytes: stored,
+        passes: 0,
+        fan_in: 0,
+        written_bytes: stored,
+        write_amplification: 1.0,
+        peak_budget_bytes: r.peak_budget_bytes,
+        spill: StageTimes::default(),
+        merge_s: 0.0,
+        write: r.stages,
+        commit_s: 0.0,
+        wall_s: started.elapsed().as_secs_f64(),
+        no_delta_view: r.no_delta_view,
     }
 }
 
@@ -197,6 +221,7 @@ fn spilled(table: &str, spill: &Prepared) -> SortedLoadReport {
     SortedLoadReport {
         table: table.to_string(),
         version: None,
+        already_published: false,
         load_id: String::new(),
         rows: r.rows,
         runs: r.runs,
@@ -268,16 +293,20 @@ async fn merge_and_publish(
             &prepared.manifest,
             spilled,
             ravel_loader::table_configuration(layout, &prepared.manifest.schema),
+            spill.consumed.clone(),
         )
         .await;
     report.commit_s = t.elapsed().as_secs_f64();
     let m = &prepared.manifest;
     let (written, peak, stages) = w.written();
-    report.version = match &committed {
-        Ok(Committed::Version(version)) => Some(*version),
-        _ => None,
+    report.version = committed.as_ref().ok().map(Committed::version);
+    report.load_id = match &committed {
+        Ok(Committed::AlreadyLive(p)) => {
+            report.already_published = true;
+            p.load_id.clone()
+        }
+        _ => m.load_id.clone(),
     };
-    report.load_id = m.load_id.clone();
     report.objects = m.objects.len();
     report.stored_bytes = m.objects.iter().map(|o| o.bytes).sum();
     report.passes = passes;
@@ -286,7 +315,7 @@ async fn merge_and_publish(
     report.write_amplification = report.written_bytes as f64 / report.stored_bytes.max(1) as f64;
     report.peak_budget_bytes = report.peak_budget_bytes.max(peak + geometry.merge_bytes(k));
     report.write = stages.write.clone();
-    if let Some(version) = report.version {
+    if let (Some(version), false) = (report.version, report.already_published) {
         tracing::Span::current().record("version", version);
         tracing::info!(
             version,

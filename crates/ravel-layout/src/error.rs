@@ -117,8 +117,7 @@ impl LayoutError {
                 | LayoutError::UnsupportedFormat { .. }
                 | LayoutError::Arrow(_)
                 | LayoutError::Table(
-                    ravel_store::StoreError::NoConditionalCreate { .. }
-                        | ravel_store::StoreError::Probe { .. }
+                    ravel_store::StoreError::Probe { .. }
                         | ravel_store::StoreError::Open { .. }
                         | ravel_store::StoreError::CreateDir { .. }
                 )

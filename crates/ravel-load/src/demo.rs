@@ -116,6 +116,7 @@ fn load(store: &str, input: PathBuf) -> Result<()> {
         overwrite_rejects: false,
         compact: true,
         no_maintain: false,
+        reload: false,
         json: false,
     })?;
     Ok(())

@@ -1,5 +1,6 @@
 //! The one mapping from errors to exit codes: 0 success, 1 failure, 2 bad input or usage, 3 a
-//! gc that a running load's lease blocked.
+//! gc that a running load's lease blocked, 4 a load that is published but whose maintenance
+//! step failed.
 
 use std::error::Error;
 
@@ -49,6 +50,12 @@ impl ExitStatus for crate::BadInput {
     }
 }
 
+impl ExitStatus for crate::load_cmd::MaintenanceFailed {
+    fn code(&self) -> Option<u8> {
+        Some(4)
+    }
+}
+
 impl ExitStatus for crate::gc_cmd::Blocked {
     fn code(&self) -> Option<u8> {
         Some(3)
@@ -73,6 +80,7 @@ const DECIDERS: &[fn(&(dyn Error + 'static)) -> Option<u8>] = &[
     code_of::<ravel_advise::AdviseError>,
     code_of::<crate::BadInput>,
     code_of::<crate::gc_cmd::Blocked>,
+    code_of::<crate::load_cmd::MaintenanceFailed>,
 ];
 
 /// The exit code of a failed command: the first cause, outermost first, whose type decides;

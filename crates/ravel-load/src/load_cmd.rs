@@ -53,6 +53,11 @@ pub struct LoadArgs {
     /// Skip the table's maintenance step after the load (`ravel-load maintain` runs it later).
     #[arg(long)]
     pub no_maintain: bool,
+    /// Load the inputs even when a version loaded them already: their rows then count twice.
+    /// Without it, a load of inputs the table consumed publishes nothing and names the version
+    /// that did.
+    #[arg(long)]
+    pub reload: bool,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -189,15 +194,17 @@ pub fn run(args: LoadArgs) -> Result<()> {
     };
     if args.compact {
         let opts = opts_for_compaction(&args, &tier)?;
+        let files = ravel_loader::Files {
+            paths: &args.input,
+            format,
+            tsv,
+            reload: args.reload,
+        };
         let report = crate::runtime()?.block_on(sorted_load(
             &store,
             &args.table.name,
             &opts,
-            Feed {
-                inputs: &args.input,
-                format,
-                tsv,
-            },
+            &files,
             progress,
         ));
         bar.finish_and_clear();
@@ -210,13 +217,17 @@ pub fn run(args: LoadArgs) -> Result<()> {
         }
         finish(&args, &tier, &store, serde_json::to_value(&report)?)?;
     } else {
+        let files = ravel_loader::Files {
+            paths: &args.input,
+            format,
+            tsv,
+            reload: args.reload,
+        };
         let report = crate::runtime()?.block_on(ravel_loader::load_files_with(
             &store,
             &args.table.name,
             opts,
-            &args.input,
-            format,
-            tsv,
+            &files,
             progress,
         ));
         bar.finish_and_clear();
@@ -260,11 +271,10 @@ fn finish(args: &LoadArgs, tier: &Tier, store: &Store, mut load: serde_json::Val
                 load["maintenance"] = serde_json::json!({ "error": format!("{e:#}") });
                 println!("{}", serde_json::to_string_pretty(&load)?);
             }
-            done.with_context(|| {
-                format!(
-                    "the load is published; maintaining table {:?} after it failed (`ravel-load maintain` runs it again)",
-                    args.table.name
-                )
+            done.map_err(|source| MaintenanceFailed {
+                table: args.table.name.clone(),
+                version: load["version"].as_u64(),
+                source,
             })?
         }
     };
@@ -278,6 +288,20 @@ fn finish(args: &LoadArgs, tier: &Tier, store: &Store, mut load: serde_json::Val
     Ok(())
 }
 
+/// A load whose rows are published, and whose maintenance step then failed: exit code 4. A
+/// rerun of the same command publishes nothing and retries the maintenance.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "published as version {}; maintaining table {table:?} after it failed (run the same command again: it publishes nothing and retries the maintenance)",
+    version.map_or("?".to_string(), |v| v.to_string())
+)]
+pub struct MaintenanceFailed {
+    table: String,
+    version: Option<u64>,
+    #[source]
+    source: ravel_compact::CompactError,
+}
+
 fn opts_for_compaction(args: &LoadArgs, tier: &Tier) -> Result<ravel_compact::CompactOptions> {
     Ok(ravel_compact::CompactOptions {
         load: options(args, tier)?,
@@ -287,23 +311,16 @@ fn opts_for_compaction(args: &LoadArgs, tier: &Tier) -> Result<ravel_compact::Co
     })
 }
 
-/// What a load reads.
-struct Feed<'a> {
-    inputs: &'a [PathBuf],
-    format: InputFormat,
-    tsv: ravel_loader::TsvOptions,
-}
-
 /// `load --compact`: the rows published globally sorted (see `ravel_compact::SortedLoad`).
 async fn sorted_load(
     store: &Store,
     table: &str,
     opts: &ravel_compact::CompactOptions,
-    feed: Feed<'_>,
+    files: &ravel_loader::Files<'_>,
     progress: impl FnMut(u64, &ravel_loader::Loader),
 ) -> Result<ravel_compact::SortedLoadReport, ravel_compact::CompactError> {
     let mut load = ravel_compact::SortedLoad::new(store, table, opts).await?;
-    let fed = load.feed(feed.inputs, feed.format, feed.tsv, progress);
+    let fed = load.feed(files, progress);
     match fed.await {
         Ok(()) => load.finish().await,
         Err(e) => Err(load.abandon(e).await),
@@ -311,9 +328,11 @@ async fn sorted_load(
 }
 
 fn print_sorted(r: &ravel_compact::SortedLoadReport) {
-    let version = r
-        .version
-        .map_or("none (published already)".to_string(), |v| v.to_string());
+    if r.already_published {
+        print_published_already(r.version, &r.load_id);
+        return;
+    }
+    let version = r.version.map_or("none".to_string(), |v| v.to_string());
     if r.by_columns {
         let w = &r.write;
         println!(
@@ -430,14 +449,21 @@ fn modified(p: &Path) -> Option<std::time::SystemTime> {
     std::fs::metadata(p).and_then(|m| m.modified()).ok()
 }
 
+/// What a rerun of a published load prints.
+fn print_published_already(version: Option<u64>, load_id: &str) {
+    let version = version.map_or("an earlier version".to_string(), |v| format!("version {v}"));
+    let load = match load_id {
+        "" => String::new(),
+        id => format!(" (load {id})"),
+    };
+    println!(
+        "these inputs were published already by {version}{load}: nothing published (--reload loads them again)"
+    );
+}
+
 fn print_summary(r: &LoadReport, wall: f64) {
     if r.already_published {
-        println!(
-            "these {} rows are published already, in the same {} objects, by load {}: nothing published",
-            r.rows,
-            r.objects.len(),
-            r.load_id
-        );
+        print_published_already(r.version, &r.load_id);
         return;
     }
     let mut sizes: Vec<u64> = r.objects.iter().map(|o| o.bytes).collect();

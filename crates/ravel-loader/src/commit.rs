@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
-use ravel_log::{ChainOrigin, Commit, Operation, TableLog};
+use ravel_log::{ChainOrigin, Commit, Consumed, Operation, TableLog};
 use ravel_manifest::Manifest;
 use ravel_store::{Store, TablePaths};
 
@@ -38,6 +38,8 @@ pub struct Replacement {
     pub written_bytes: u64,
     /// The version is one sequence (a full compaction).
     pub full: bool,
+    /// What a load consumed (empty for a merge).
+    pub consumed: Consumed,
 }
 
 impl Committer {
@@ -55,23 +57,29 @@ impl Committer {
     /// nothing) or one of its objects there (then fails), and otherwise publishes it as a
     /// version that adds its objects. `spilled_bytes`: what the load stored besides them (the
     /// sorted runs `load --compact` merges), counted in the table's totals as bytes written.
-    /// `configuration` is recorded in the table's metadata.
+    /// `configuration` is recorded in the table's metadata, and `consumed` (the load's inputs)
+    /// in the version: a version that consumed them already is the load's publication.
     pub async fn commit(
         &self,
         manifest: &Manifest,
         spilled_bytes: u64,
         configuration: BTreeMap<String, String>,
+        consumed: Consumed,
     ) -> Result<Committed, LoadError> {
         // A rerun of a load that was published and then killed finds the earlier publication
         // here (and the log checks again at the commit): publishing again would double its
         // rows. Looking first keeps a rerun from writing a second manifest.
         let newest = self.log.latest().await?;
+        if let ravel_log::InputsStand::Published { version } = newest.inputs_stand(&consumed) {
+            return Ok(Committed::AlreadyLive(self.log.publication(version).await));
+        }
         if let Some(p) = ravel_log::published_in(&self.table, &newest, manifest)? {
             return Ok(Committed::AlreadyLive(p));
         }
         let replacement = Replacement {
             orders: vec![None; manifest.objects.len()],
             written_bytes: spilled_bytes,
+            consumed,
             ..Replacement::default()
         };
         self.publish(Operation::Load, manifest, replacement, configuration)
@@ -122,6 +130,7 @@ impl Committer {
             configuration,
             written_bytes: r.written_bytes,
             full: r.full,
+            consumed: r.consumed,
         };
         let committed = self.log.commit(&commit).await?;
         tracing::Span::current().record("version", committed.version());

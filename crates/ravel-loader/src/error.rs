@@ -258,6 +258,16 @@ impl LoadError {
     }
 
     /// True when the error is about the input or the request (exit code 2).
+    /// A commit lost to a concurrent change it cannot be replayed over (see
+    /// [`ravel_log::LogError::is_conflict`]), however deeply wrapped.
+    pub fn is_conflict(&self) -> bool {
+        match self {
+            LoadError::Log(e) => e.is_conflict(),
+            LoadError::Failed { source, .. } => source.is_conflict(),
+            _ => false,
+        }
+    }
+
     pub fn is_invalid_input(&self) -> bool {
         match self {
             LoadError::Layout(e) => e.is_invalid_input(),
@@ -270,6 +280,7 @@ impl LoadError {
             | LoadError::InputFailed { .. }
             | LoadError::NoTsvSchema { .. } => true,
             LoadError::Failed { source, .. } => source.is_invalid_input(),
+            LoadError::Log(e) => e.is_invalid_input(),
             _ => false,
         }
     }

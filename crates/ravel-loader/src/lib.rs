@@ -28,10 +28,11 @@ pub use error::{ArrowStage, InputStep, LoadError, Writing};
 pub use loader::{LoadReport, Loader, Prepared, StageTimes};
 pub use object::{EncodedObject, Run};
 pub use options::{InvalidOptions, LoadOptions, SORT_SCRATCH_PER_ROW, ZSTD_LEVELS};
+pub use ravel_log::{Consumed, InputFile};
 pub use ravel_manifest::{MANIFEST_FORMAT, Manifest, ObjectEntry};
 pub use sidecar::BloomSidecar;
 pub use source::{
-    BadRows, InputFormat, READ_BATCH_ROWS, TsvOptions, expand_inputs, feed_files, load_files,
-    load_files_with,
+    BadRows, Files, InputFormat, READ_BATCH_ROWS, TsvOptions, expand_inputs, feed_files,
+    input_files, load_files, load_files_with,
 };
 pub use upload::{Put, StoredObject, UploadedRun, Uploader};

@@ -74,11 +74,10 @@ impl StageTimes {
 pub struct LoadReport {
     pub table: String,
     pub load_id: String,
-    /// The load found an identical load published already (a rerun after the first run's
-    /// manifest landed) and published nothing; `load_id` names the published one.
+    /// The load found its inputs, or an identical load's objects, published already (a rerun)
+    /// and published nothing; `load_id` and `version` name the load and version that did.
     pub already_published: bool,
-    /// The version that published the load (`None` when it published nothing, or was only
-    /// prepared).
+    /// The version that published the load's rows (`None` when it was only prepared).
     pub version: Option<u64>,
     pub layout: Layout,
     pub options: LoadOptions,
@@ -100,6 +99,9 @@ pub struct LoadReport {
 pub struct Prepared {
     pub manifest: Manifest,
     pub report: LoadReport,
+    /// What the load consumes (see [`Loader::consume`]): the version that publishes its rows
+    /// records it.
+    pub consumed: ravel_log::Consumed,
     lease: Option<ravel_store::HeldLease>,
 }
 
@@ -127,6 +129,8 @@ pub struct Loader {
     budget: Budget,
     uploader: Uploader,
     committer: Committer,
+    /// What this load consumes, recorded in the version that publishes it.
+    consumed: ravel_log::Consumed,
     buffer: Vec<(RecordBatch, OwnedSemaphorePermit)>,
     buffered_bytes: u64,
     oldest: Option<Instant>,
@@ -197,10 +201,10 @@ impl Loader {
     pub async fn new(store: &Store, table: &str, opts: LoadOptions) -> Result<Loader, LoadError> {
         opts.validate()?;
         let layout_store = LayoutStore::new(store, table)?;
-        // Probed once per store (and recorded): without conditional create two loads could
-        // both write one version of the table's log, and one of them would be lost.
+        // Probed once per store (and recorded) before anything is stored: whether creates
+        // need claims, so that two loads never both write one version of the log.
         store
-            .require_conditional_create("loading into a table")
+            .capabilities()
             .await
             .map_err(ravel_layout::LayoutError::from)?;
         let layout = layout_store.load().await?;
@@ -223,6 +227,7 @@ impl Loader {
             )
             .with_sidecar_dir(table.blooms_dir()),
             committer: Committer::new(object_store.clone(), table.clone()),
+            consumed: ravel_log::Consumed::default(),
             store: object_store,
             table,
             layout_store,
@@ -822,6 +827,7 @@ impl Loader {
         match self.prepare_inner().instrument(span).await {
             Ok(manifest) => Ok(Prepared {
                 report: self.report(manifest.load_id.clone(), false),
+                consumed: self.consumed.clone(),
                 manifest,
                 lease: self.lease.take(),
             }),
@@ -854,13 +860,14 @@ impl Loader {
                 &manifest,
                 0,
                 crate::table_configuration(&self.layout, &manifest.schema),
+                self.consumed.clone(),
             )
             .await?;
         self.stages.commit_s += t.elapsed().as_secs_f64();
         match committed {
             Committed::AlreadyLive(p) => {
-                tracing::info!(load_id = %p.load_id, "an identical load is published already; nothing to publish");
-                Ok(self.report(p.load_id, true))
+                tracing::info!(load_id = %p.load_id, version = p.version, "an identical load is published already; nothing to publish");
+                Ok(self.published_already(p))
             }
             Committed::Version(version) => {
                 self.span.record("version", version);
@@ -912,6 +919,44 @@ impl Loader {
             objects: self.objects.clone(),
             blooms: None,
         })
+    }
+
+    /// Records what this load consumes: the version that publishes its rows records it, and
+    /// no later load of the same inputs publishes them again. Reads the newest version first:
+    /// `Some` when it consumed every input already (the caller publishes nothing: see
+    /// [`Loader::published_already`]), an error when it consumed only some
+    /// ([`ravel_log::LogError::PartlyConsumed`]). Before the first row is pushed.
+    pub async fn consume(
+        &mut self,
+        consumed: ravel_log::Consumed,
+    ) -> Result<Option<ravel_log::Published>, LoadError> {
+        let log = self.committer.log();
+        let newest = log.latest().await?;
+        self.consumed = consumed;
+        match newest.inputs_stand(&self.consumed) {
+            ravel_log::InputsStand::New => Ok(None),
+            ravel_log::InputsStand::Published { version } => {
+                Ok(Some(log.publication(version).await))
+            }
+            ravel_log::InputsStand::Partly {
+                input,
+                version,
+                new,
+            } => Err(ravel_log::LogError::PartlyConsumed {
+                input,
+                version,
+                new,
+            }
+            .into()),
+        }
+    }
+
+    /// The report of a load whose rows `p` published already: nothing was published now.
+    pub fn published_already(&self, p: ravel_log::Published) -> LoadReport {
+        LoadReport {
+            version: Some(p.version),
+            ..self.report(p.load_id, true)
+        }
     }
 
     fn report(&self, load_id: String, already_published: bool) -> LoadReport {

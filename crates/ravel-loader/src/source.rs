@@ -13,6 +13,7 @@ use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::metadata::ParquetMetaData;
 use parquet::schema::types::SchemaDescriptor;
+use ravel_log::{Consumed, InputFile};
 use ravel_store::Store;
 
 use crate::{InputStep, LoadError, LoadOptions, LoadReport, Loader};
@@ -484,6 +485,65 @@ impl InputFormat {
     }
 }
 
+/// Files a load reads, and how.
+#[derive(Debug, Clone)]
+pub struct Files<'a> {
+    /// The inputs, loaded in order; a path with `*`, `?` or `[` is a glob ([`expand_inputs`]).
+    pub paths: &'a [PathBuf],
+    pub format: InputFormat,
+    /// How TSV inputs are read.
+    pub tsv: TsvOptions,
+    /// Load the files even when a version consumed them already: their rows then count twice.
+    pub reload: bool,
+}
+
+impl<'a> Files<'a> {
+    /// `paths` in `format`, TSV read with the table's recorded schema, each file loaded once.
+    pub fn new(paths: &'a [PathBuf], format: InputFormat) -> Files<'a> {
+        Files {
+            paths,
+            format,
+            tsv: TsvOptions::default(),
+            reload: false,
+        }
+    }
+
+    /// What a load of these files consumes: each file's identity ([`input_files`]).
+    pub fn consumed(&self) -> Result<Consumed, LoadError> {
+        Ok(Consumed {
+            inputs: input_files(&expand_inputs(self.paths)?)?,
+            reload: self.reload,
+        })
+    }
+}
+
+/// The identities of local input files, as the log records what a load consumed: each file's
+/// canonical path, size and modification time (nanoseconds since the epoch).
+pub fn input_files(paths: &[PathBuf]) -> Result<Vec<InputFile>, LoadError> {
+    paths
+        .iter()
+        .map(|p| {
+            let failed = |source: std::io::Error| LoadError::InputFailed {
+                input: p.display().to_string(),
+                step: InputStep::Open,
+                source: source.into(),
+            };
+            let canonical = std::fs::canonicalize(p).map_err(failed)?;
+            let meta = std::fs::metadata(&canonical).map_err(failed)?;
+            let modified = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos());
+            Ok(InputFile {
+                name: canonical.display().to_string(),
+                size: meta.len(),
+                version: modified.to_string(),
+            })
+        })
+        .collect()
+}
+
 /// Loads files into a table: reads them in order on a reader thread, pushes every batch,
 /// finishes. TSV columns follow the table's recorded schema; a table without one cannot take
 /// TSV here ([`LoadError::NoTsvSchema`]): [`load_files_with`] can name the columns. `progress`
@@ -496,32 +556,33 @@ pub async fn load_files(
     format: InputFormat,
     progress: impl FnMut(u64, &Loader),
 ) -> Result<LoadReport, LoadError> {
-    load_files_with(
-        store,
-        table,
-        opts,
-        paths,
-        format,
-        TsvOptions::default(),
-        progress,
-    )
-    .await
+    load_files_with(store, table, opts, &Files::new(paths, format), progress).await
 }
 
-/// [`load_files`], reading TSV inputs as `tsv` says: with its columns when the table has no
-/// recorded schema, leaving out up to `tsv.bad_rows.max` bad lines.
+/// Loads `files` as [`load_files`] does, reading TSV inputs as `files.tsv` says: with its
+/// columns when the table has no recorded schema, leaving out up to `tsv.bad_rows.max` bad
+/// lines. Each file is loaded once: the version that publishes the rows records the files
+/// ([`Files::consumed`]), and a load of files a version consumed already reads nothing and
+/// publishes nothing (unless `files.reload`); its report names that version.
 pub async fn load_files_with(
     store: &Store,
     table: &str,
     opts: LoadOptions,
-    paths: &[PathBuf],
-    format: InputFormat,
-    tsv: TsvOptions,
+    files: &Files<'_>,
     progress: impl FnMut(u64, &Loader),
 ) -> Result<LoadReport, LoadError> {
     let mut loader = Loader::new(store, table, opts).await?;
-    let result = feed_files(&mut loader, paths, format, tsv, progress).await;
-    match result {
+    if let Some(published) = loader.consume(files.consumed()?).await? {
+        return Ok(loader.published_already(published));
+    }
+    let result = feed_files(
+        &mut loader,
+        files.paths,
+        files.format,
+        files.tsv.clone(),
+        progress,
+    );
+    match result.await {
         Ok(()) => loader.finish().await,
         Err(e) => Err(loader.abandon(e).await),
     }
@@ -609,7 +670,12 @@ mod tests {
         let load = |tsv: TsvOptions| {
             let (store, opts, path) = (store.clone(), opts.clone(), path.clone());
             async move {
-                load_files_with(&store, "t", opts, &[path], InputFormat::Tsv, tsv, |_, _| {}).await
+                let paths = [path];
+                let files = Files {
+                    tsv,
+                    ..Files::new(&paths, InputFormat::Tsv)
+                };
+                load_files_with(&store, "t", opts, &files, |_, _| {}).await
             }
         };
         let err = load(TsvOptions::default()).await.unwrap_err();

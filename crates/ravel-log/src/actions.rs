@@ -34,6 +34,9 @@ pub struct ActionLine {
     pub add: Option<Add>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remove: Option<Remove>,
+    /// What a load consumed (see [`crate::consumed`]), or another application's progress.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub txn: Option<crate::Txn>,
 }
 
 /// The reader and writer versions a table needs.
@@ -156,9 +159,10 @@ mod tests {
 {"add":{"path":"data/a.parquet","partitionValues":{},"size":10,"modificationTime":5,"dataChange":true,"tags":{"ravel.order":"3"}}}
 {"remove":{"path":"data/b.parquet","deletionTimestamp":7,"dataChange":false}}
 {"txn":{"appId":"someone","version":3}}
+{"cdc":{"path":"x"}}
 "#;
         let actions = decode_entry(entry).unwrap();
-        assert_eq!(actions.len(), 6);
+        assert_eq!(actions.len(), 7);
         assert_eq!(actions[1].protocol.as_ref().unwrap().min_writer_version, 2);
         let add = actions[3].add.as_ref().unwrap();
         assert_eq!((add.size, add.tag(TAG_ORDER)), (10, Some("3")));
@@ -166,10 +170,12 @@ mod tests {
             actions[4].remove.as_ref().unwrap().deletion_timestamp,
             Some(7)
         );
+        let txn = actions[5].txn.as_ref().unwrap();
+        assert_eq!((txn.app_id.as_str(), txn.version), ("someone", 3));
         // An action this build does not know reads as a line with nothing set.
-        assert_eq!(actions[5], ActionLine::default());
-        let again = decode_entry(&encode_entry(&actions[..5])).unwrap();
-        assert_eq!(again, actions[..5]);
+        assert_eq!(actions[6], ActionLine::default());
+        let again = decode_entry(&encode_entry(&actions[..6])).unwrap();
+        assert_eq!(again, actions[..6]);
         let err = decode_entry(b"{\"add\":{}}\nnot json\n").unwrap_err();
         assert_eq!(err.0, 1);
     }

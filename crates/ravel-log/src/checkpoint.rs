@@ -1,7 +1,8 @@
 //! Checkpoints: every [`CHECKPOINT_INTERVAL`] versions, and at every merge's version (a step of
 //! a compaction or of maintenance), the table's state is written as Delta Lake's classic
 //! checkpoint, `_delta_log/<version, 20 digits>.checkpoint.parquet` (one row per action:
-//! `protocol`, `metaData`, an `add` per object, a `remove` per tombstone), and
+//! `protocol`, `metaData`, an `add` per object, a `remove` per tombstone, a `txn` per
+//! application or consumed input), and
 //! `_delta_log/_last_checkpoint` names it. A reader starts from the newest checkpoint and
 //! replays only the entries after it, so that reading the newest version costs one LIST from
 //! the checkpoint on and at most `CHECKPOINT_INTERVAL - 1` entries, however long the history.
@@ -108,6 +109,7 @@ pub fn checkpoint_schema() -> SchemaRef {
                 map_of_strings("tags"),
             ],
         ),
+        record("txn", vec![s("appId"), l("version"), l("lastUpdated")]),
     ]))
 }
 
@@ -138,6 +140,12 @@ pub fn checkpoint_actions(snapshot: &Snapshot) -> Vec<ActionLine> {
             ..ActionLine::default()
         });
     }
+    for t in snapshot.txns().values() {
+        out.push(ActionLine {
+            txn: Some(t.clone()),
+            ..ActionLine::default()
+        });
+    }
     out
 }
 
@@ -158,18 +166,32 @@ pub fn encode_checkpoint(actions: &[ActionLine]) -> Result<Bytes, LogError> {
     let mut decoder = arrow::json::ReaderBuilder::new(schema.clone())
         .build_decoder()
         .map_err(|e| internal("building the checkpoint's decoder", e))?;
-    decoder
-        .decode(&json)
-        .map_err(|e| internal("reading the actions", e))?;
-    let batch = decoder
-        .flush()
-        .map_err(|e| internal("reading the actions", e))?
-        .unwrap_or_else(|| RecordBatch::new_empty(schema.clone()));
     let mut out = Vec::new();
-    let mut w = ArrowWriter::try_new(&mut out, schema, None)
+    let mut w = ArrowWriter::try_new(&mut out, schema.clone(), None)
         .map_err(|e| internal("writing the checkpoint", e))?;
-    w.write(&batch)
-        .map_err(|e| internal("writing the checkpoint", e))?;
+    // The decoder takes one batch's worth of lines at a time: feed it until every line is in.
+    let mut rest = &json[..];
+    loop {
+        let read = decoder
+            .decode(rest)
+            .map_err(|e| internal("reading the actions", e))?;
+        rest = &rest[read..];
+        let batch = decoder
+            .flush()
+            .map_err(|e| internal("reading the actions", e))?;
+        match batch {
+            Some(batch) => w
+                .write(&batch)
+                .map_err(|e| internal("writing the checkpoint", e))?,
+            // Nothing buffered and nothing taken: every line is in.
+            None if rest.is_empty() || read == 0 => break,
+            None => continue,
+        }
+    }
+    if w.flushed_row_groups().is_empty() && w.in_progress_rows() == 0 {
+        w.write(&RecordBatch::new_empty(schema))
+            .map_err(|e| internal("writing the checkpoint", e))?;
+    }
     w.close()
         .map_err(|e| internal("writing the checkpoint", e))?;
     Ok(Bytes::from(out))

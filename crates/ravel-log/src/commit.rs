@@ -12,6 +12,7 @@ use crate::actions::{
     ActionLine, Format, Metadata, Remove, TAG_CHAIN, TAG_MANIFEST, TAG_ORDER, TAG_POSITION,
     encode_entry,
 };
+use crate::consumed::{Consumed, InputsStand, Txn};
 use crate::schema::{delta_schema, protocol_for};
 use crate::snapshot::object_add;
 use crate::{CHECKPOINT_INTERVAL, ChainOrigin, LogError, Snapshot, TableLog};
@@ -51,6 +52,9 @@ pub struct Commit<'a> {
     /// The commit leaves the table one sequence (a full compaction): the totals since the
     /// last full compaction start over.
     pub full: bool,
+    /// What a load consumed: recorded as `txn` actions in its entry, and checked against
+    /// every version it is tried on (see [`crate::consumed`]). Empty for a compaction.
+    pub consumed: Consumed,
 }
 
 /// What a commit did.
@@ -137,6 +141,9 @@ impl TableLog {
                 self.catch_up(&mut snapshot).await?;
                 continue;
             }
+            if let Some(version) = consumed_by(&snapshot, commit)? {
+                return Ok(Committed::AlreadyLive(self.publication(version).await));
+            }
             if let Some(done) = check(self, &snapshot, commit)? {
                 return Ok(done);
             }
@@ -152,6 +159,33 @@ impl TableLog {
             self.catch_up(&mut snapshot).await?;
         }
         Err(LogError::TooManyConflicts(MAX_ATTEMPTS))
+    }
+
+    /// The load that `version` published, as its entry's `commitInfo` names it (empty names
+    /// when the entry no longer reads: another engine cleaned up the log).
+    pub async fn publication(&self, version: u64) -> Published {
+        let info = match self.entry(version).await {
+            Ok(entry) => entry.commit_info().map(|i| i["ravel"].clone()),
+            Err(e) => {
+                tracing::warn!(version, error = %e, "the entry that published the load does not read");
+                None
+            }
+        };
+        let field = |name: &str| {
+            info.as_ref()
+                .and_then(|i| i[name].as_str())
+                .unwrap_or_default()
+                .to_string()
+        };
+        let manifest = field("manifest");
+        Published {
+            version,
+            manifest: match manifest.is_empty() {
+                true => manifest,
+                false => self.table.absolute(&manifest),
+            },
+            load_id: field("id"),
+        }
     }
 
     /// Commits the table properties `configuration` (the layout's) and the protocol they ask
@@ -309,7 +343,7 @@ impl TableLog {
         } else {
             ("OPTIMIZE", json!({}))
         };
-        let ravel = json!({
+        let mut ravel = json!({
             "kind": if load { "load" } else { "compaction" },
             "id": m.load_id,
             "manifest": self.table.relative(&commit.manifest_key),
@@ -317,6 +351,11 @@ impl TableLog {
             "writtenBytes": commit.written_bytes,
             "totals": totals.after(loaded, commit.written_bytes, commit.full),
         });
+        if !commit.consumed.inputs.is_empty() {
+            ravel["inputs"] = json!(commit.consumed.inputs);
+            ravel["loadIdentity"] = json!(commit.consumed.load_identity(m.layout_generation));
+            ravel["reload"] = json!(commit.consumed.reload);
+        }
         let mut actions = vec![commit_info(
             operation,
             parameters,
@@ -327,6 +366,14 @@ impl TableLog {
         )];
         actions.extend(table_changes(base, m, &commit.configuration));
         let now = now_ms();
+        actions.extend(commit.consumed.inputs.iter().map(|input| ActionLine {
+            txn: Some(Txn {
+                app_id: input.app_id(),
+                version: version as i64,
+                last_updated: Some(now as i64),
+            }),
+            ..ActionLine::default()
+        }));
         // An input whose rows a bounded step writes back unchanged is the same object (the
         // same content, the same name): it stays, re-added below with its new tags. Delta
         // forbids a remove and an add of one path in one version (readers would drop it).
@@ -367,6 +414,27 @@ impl TableLog {
             });
         }
         encode_entry(&actions)
+    }
+}
+
+/// The version of `base` that consumed every input of a load `commit`, if one did; an error
+/// when versions consumed only some of them.
+fn consumed_by(base: &Snapshot, commit: &Commit<'_>) -> Result<Option<u64>, LogError> {
+    if commit.operation != Operation::Load {
+        return Ok(None);
+    }
+    match base.inputs_stand(&commit.consumed) {
+        InputsStand::New => Ok(None),
+        InputsStand::Published { version } => Ok(Some(version)),
+        InputsStand::Partly {
+            input,
+            version,
+            new,
+        } => Err(LogError::PartlyConsumed {
+            input,
+            version,
+            new,
+        }),
     }
 }
 

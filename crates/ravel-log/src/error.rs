@@ -21,6 +21,19 @@ pub enum LogError {
     Gap { missing: u64, newest: u64 },
     #[error("the table has no version {0}")]
     NoSuchVersion(u64),
+    #[error(
+        "the table's log lost version {version}: its checksum file is there and its entry is not (deleted?); nothing is read or written until the entry is restored (a backup, the store's object versions)"
+    )]
+    LostEntry { version: u64 },
+    #[error(
+        "the table's log disagrees with the checksum file of version {version}: it records {} files of {} bytes, the log replayed gives {} files of {} bytes (an entry lost or changed); nothing is read or written until the log is restored",
+        recorded.files, recorded.bytes, replayed.files, replayed.bytes
+    )]
+    ChecksumDisagrees {
+        version: u64,
+        recorded: crate::Counts,
+        replayed: crate::Counts,
+    },
     #[error("version {version} adds {path}, which names no ravel-load manifest ({problem})")]
     ForeignAdd {
         version: u64,
@@ -62,6 +75,14 @@ pub enum LogError {
         manifest: String,
     },
     #[error(
+        "input {input} was loaded by version {version}, and {new} other input(s) of this load were not: loading them together would count its rows twice, so nothing was published; load the other inputs alone, or pass --reload to load every input again"
+    )]
+    PartlyConsumed {
+        input: String,
+        version: u64,
+        new: usize,
+    },
+    #[error(
         "writing log entry {key} failed ({write}) and reading it back failed too ({read}): the commit may or may not have happened; run the same command again"
     )]
     CommitUnknown {
@@ -83,6 +104,21 @@ impl LogError {
     /// The commit lost to a concurrent change it cannot be replayed over.
     pub fn is_conflict(&self) -> bool {
         matches!(self, LogError::TableChanged { .. })
+    }
+
+    /// The log is damaged (an entry lost, a checksum that disagrees with the replay): reads
+    /// and writes refuse it, `verify` reports it, `gc` deletes nothing.
+    pub fn is_damage(&self) -> bool {
+        matches!(
+            self,
+            LogError::LostEntry { .. } | LogError::Gap { .. } | LogError::ChecksumDisagrees { .. }
+        )
+    }
+
+    /// The user asked for something the table refuses (a load of inputs some of which a
+    /// version consumed already).
+    pub fn is_invalid_input(&self) -> bool {
+        matches!(self, LogError::PartlyConsumed { .. })
     }
 }
 

@@ -28,6 +28,7 @@ mod actions;
 mod checkpoint;
 mod checksum;
 mod commit;
+pub mod consumed;
 mod error;
 mod foreign;
 mod references;
@@ -46,6 +47,7 @@ pub use checkpoint::{
 };
 pub use checksum::{ChecksumMismatch, Counts, VersionChecksum};
 pub use commit::{Commit, Committed, Operation, Published, published_in};
+pub use consumed::{Consumed, InputFile, InputsStand, Txn};
 pub use error::LogError;
 pub use foreign::{FENCE_FEATURE, FENCE_PROPERTY, ForeignObject, fenced};
 pub use references::References;
@@ -146,15 +148,35 @@ impl TableLog {
                 return Ok(s);
             };
             checksum::warn_once(self.table.name(), &mismatch);
-            let mut replayed = replay(&self.history().await?);
+            let mut replayed = self.replay_checked().await?;
             replayed.checksum_mismatch = Some(mismatch);
             return Ok(replayed);
         }
-        let history = self.history().await?;
-        if history.is_empty() {
+        let replayed = self.replay_checked().await?;
+        if replayed.version.is_none() {
             return self.read_legacy().await;
         }
-        Ok(replay(&history))
+        Ok(replayed)
+    }
+
+    /// The whole log replayed, checked against the newest checksum file of its last versions:
+    /// a replay that disagrees with one is [`LogError::ChecksumDisagrees`] (an entry was lost
+    /// or changed since the checksum was written).
+    async fn replay_checked(&self) -> Result<Snapshot, LogError> {
+        let mut s = Snapshot::default();
+        let mut built = Vec::new();
+        for e in self.history().await? {
+            s.apply(&e);
+            built.push((e.version, Counts::of(&s)));
+        }
+        if let Some(m) = self.check_built(0, &built).await? {
+            return Err(LogError::ChecksumDisagrees {
+                version: m.version,
+                recorded: m.recorded,
+                replayed: m.built,
+            });
+        }
+        Ok(s)
     }
 
     /// The table as version `version` left it.
@@ -212,6 +234,16 @@ impl TableLog {
             .filter(|v| *v >= first)
             .collect();
         versions.sort_unstable();
+        // A checksum file is written after its entry: one without the entry means the entry
+        // was lost (deleted), and the versions from it on with it.
+        let lost = listed
+            .iter()
+            .filter_map(|m| checksum_version(m.location.filename()))
+            .filter(|v| *v >= first && versions.binary_search(v).is_err())
+            .min();
+        if let Some(version) = lost {
+            return Err(LogError::LostEntry { version });
+        }
         for (i, v) in versions.iter().enumerate() {
             if *v != first + i as u64 {
                 return Err(LogError::Gap {
@@ -414,7 +446,15 @@ fn replay(entries: &[LogEntry]) -> Snapshot {
 
 /// The version of a log entry's file name (`<20 digits>.json`), if it is one.
 fn entry_version(name: Option<&str>) -> Option<u64> {
-    let stem = name?.strip_suffix(".json")?;
+    version_of(name?.strip_suffix(".json")?)
+}
+
+/// The version of a checksum file's name (`<20 digits>.crc`), if it is one.
+fn checksum_version(name: Option<&str>) -> Option<u64> {
+    version_of(name?.strip_suffix(".crc")?)
+}
+
+fn version_of(stem: &str) -> Option<u64> {
     (stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit()))
         .then(|| stem.parse().ok())
         .flatten()

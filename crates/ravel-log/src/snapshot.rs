@@ -9,6 +9,7 @@ use ravel_store::TablePaths;
 use crate::actions::{
     ActionLine, Add, Metadata, Protocol, Remove, TAG_MANIFEST, TAG_ORDER, TAG_POSITION,
 };
+use crate::consumed::{Consumed, InputFile, InputsStand, Txn};
 
 /// One log entry, read.
 #[derive(Debug, Clone)]
@@ -62,6 +63,9 @@ pub struct Snapshot {
     pub checksum_mismatch: Option<crate::ChecksumMismatch>,
     /// Per object of this version, the version that added it.
     pub(crate) added_in: BTreeMap<String, u64>,
+    /// The newest `txn` action of each application, by `appId` (a load's inputs among them:
+    /// see [`crate::consumed`]).
+    txns: BTreeMap<String, Txn>,
 }
 
 impl Snapshot {
@@ -87,6 +91,9 @@ impl Snapshot {
                         action: r.clone(),
                     },
                 );
+            }
+            if let Some(t) = &a.txn {
+                self.txns.insert(t.app_id.clone(), t.clone());
             }
             if let Some(add) = &a.add {
                 self.removed.remove(&add.path);
@@ -144,6 +151,46 @@ impl Snapshot {
     /// The `remove` actions of [`Snapshot::removed`], for a checkpoint.
     pub fn tombstones(&self) -> impl Iterator<Item = Remove> + '_ {
         self.removed.values().map(|r| r.action.clone())
+    }
+
+    /// The newest `txn` action of each application, by `appId`.
+    pub fn txns(&self) -> &BTreeMap<String, Txn> {
+        &self.txns
+    }
+
+    /// The version that consumed `input`, if one did.
+    pub fn consumed_by(&self, input: &InputFile) -> Option<u64> {
+        let t = self.txns.get(&input.app_id())?;
+        u64::try_from(t.version).ok()
+    }
+
+    /// How `consumed`'s inputs stand to this version (see [`InputsStand`]).
+    pub fn inputs_stand(&self, consumed: &Consumed) -> InputsStand {
+        if consumed.reload || consumed.inputs.is_empty() {
+            return InputsStand::New;
+        }
+        let by: Vec<Option<u64>> = consumed
+            .inputs
+            .iter()
+            .map(|i| self.consumed_by(i))
+            .collect();
+        let new = by.iter().filter(|v| v.is_none()).count();
+        let first = consumed
+            .inputs
+            .iter()
+            .zip(&by)
+            .find_map(|(i, v)| Some((i, (*v)?)));
+        match first {
+            None => InputsStand::New,
+            Some(_) if new == 0 => InputsStand::Published {
+                version: by.iter().flatten().copied().max().unwrap_or(0),
+            },
+            Some((input, version)) => InputsStand::Partly {
+                input: input.name.clone(),
+                version,
+                new,
+            },
+        }
     }
 
     /// The version the next commit creates.

@@ -165,8 +165,8 @@ async fn traffic_is_counted_exactly_on_a_statement_that_touches_one_object() {
     let opened = table.opened();
     assert_eq!(
         (opened.version, opened.traffic.lists, opened.traffic.gets),
-        (0, 1, 3),
-        "one GET of _last_checkpoint (absent: fewer than 10 versions), one LIST of the log, one GET of its entry, one of the manifest"
+        (0, 1, 4),
+        "one GET of _last_checkpoint (absent: fewer than 10 versions), one LIST of the log, one GET of its entry, one of its checksum file, one of the manifest"
     );
     let a = table.sql(&sql).await.unwrap();
     assert_eq!(a.scan.kept, 1);

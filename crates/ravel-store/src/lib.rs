@@ -28,6 +28,7 @@
 mod capability;
 mod clock;
 mod create;
+mod exclusive;
 pub mod lease;
 mod object_file;
 mod retry;
@@ -37,6 +38,7 @@ mod staging;
 pub use capability::Capabilities;
 pub use clock::{SKEW_BOUND, StoreClock};
 pub use create::{CreateError, create_or_confirm};
+pub use exclusive::{CLAIM_EXPIRY, ExclusiveCreates};
 pub use lease::{FoundLease, HeldLease, Lease, LeaseError, STALE_AFTER, read_leases, unique_id};
 pub use object_file::ObjectFile;
 pub use retry::{GaveUp, RetryPolicy, RetryStore, is_transient};
@@ -81,10 +83,6 @@ pub enum StoreError {
         #[source]
         source: object_store::Error,
     },
-    #[error(
-        "store {url} does not support conditional create (its server ignores If-None-Match), which {what} needs to be safe against concurrent writers: two commits could both take one version of the table's log (see the README's Conditional create)"
-    )]
-    NoConditionalCreate { url: String, what: String },
     #[error(
         "table name {0:?} is not allowed: use 1-128 characters of A-Z a-z 0-9 _ - and do not start with _ or -"
     )]
@@ -196,7 +194,10 @@ impl fmt::Display for StoreLocation {
 #[derive(Clone)]
 pub struct Store {
     location: String,
+    /// The store as callers use it: creates are exclusive whatever the server does.
     inner: Arc<dyn ObjectStore>,
+    /// The store as the server answers (the capability probe's).
+    raw: Arc<dyn ObjectStore>,
     /// The directory of a local store (see [`Store::staging_files`]).
     local_root: Option<PathBuf>,
     capabilities: Arc<tokio::sync::OnceCell<Capabilities>>,
@@ -270,13 +271,19 @@ impl Store {
         }
     }
 
-    /// Wraps an object store the caller built (tests, wrappers such as fault injection).
+    /// Wraps an object store the caller built (tests, wrappers such as fault injection), with
+    /// creates made exclusive where its server's are not ([`ExclusiveCreates`]).
     pub fn new(location: impl Into<String>, inner: Arc<dyn ObjectStore>) -> Store {
+        let location = location.into();
+        let capabilities: Arc<tokio::sync::OnceCell<Capabilities>> = Arc::default();
+        let exclusive =
+            ExclusiveCreates::new(inner.clone(), capabilities.clone(), location.clone());
         Store {
-            location: location.into(),
-            inner,
+            location,
+            inner: Arc::new(exclusive),
+            raw: inner,
             local_root: None,
-            capabilities: Arc::default(),
+            capabilities,
         }
     }
 
@@ -284,21 +291,9 @@ impl Store {
     /// recorded (see the `capability` module). Cached for this handle's life.
     pub async fn capabilities(&self) -> Result<Capabilities, StoreError> {
         self.capabilities
-            .get_or_try_init(|| capability::detect(self.inner.as_ref(), &self.location))
+            .get_or_try_init(|| capability::detect(self.raw.as_ref(), &self.location))
             .await
             .copied()
-    }
-
-    /// Fails, naming `what`, when the store lacks conditional create.
-    pub async fn require_conditional_create(&self, what: &str) -> Result<(), StoreError> {
-        if self.capabilities().await?.conditional_create {
-            Ok(())
-        } else {
-            Err(StoreError::NoConditionalCreate {
-                url: self.location.clone(),
-                what: what.to_string(),
-            })
-        }
     }
 
     /// The store's location as shown to users (no secrets: those never enter the URL).
@@ -565,13 +560,14 @@ mod tests {
         std::fs::write(&record, serde_json::to_vec(&no).unwrap()).unwrap();
         let later = Store::open(url).unwrap();
         assert_eq!(later.capabilities().await.unwrap(), no);
-        let err = later
-            .require_conditional_create("changing a table's layout")
-            .await
-            .unwrap_err();
-        assert!(
-            err.to_string().contains("changing a table's layout"),
-            "{err}"
+        assert!(!no.atomic_create());
+        // A record without the race's answer (an older build's) is probed anew.
+        std::fs::write(&record, br#"{"conditional_create":true,"probed_at_ms":1}"#).unwrap();
+        let again = Store::open(url).unwrap().capabilities().await.unwrap();
+        assert_eq!(
+            again.atomic_create,
+            Some(true),
+            "a local directory creates atomically"
         );
         // The first handle keeps what it learned.
         assert!(store.capabilities().await.unwrap().conditional_create);

@@ -3,8 +3,10 @@
 //!
 //! s3s-fs checks `If-None-Match` / `If-Match` and then writes, as two steps: two concurrent
 //! conditional puts of one key can both succeed (seen here: two layout updates from the same
-//! generation both "won"). Real S3 evaluates the condition atomically with the write, so the
-//! server here serializes conditional requests ([`AtomicConditions`]) to behave like it.
+//! generation both "won"). Real S3 evaluates the condition atomically with the write, so
+//! [`S3Server::start`] serializes conditional requests ([`AtomicConditions`]) to behave like
+//! it; [`S3Server::start_as_served`] leaves them as s3s-fs serves them, as a deployment on
+//! s3s-fs runs.
 
 pub mod arbitrary;
 mod fault;
@@ -76,7 +78,8 @@ fn random_u64() -> u64 {
 #[derive(Clone)]
 pub struct AtomicConditions {
     inner: s3s::service::S3Service,
-    lock: Arc<tokio::sync::Mutex<()>>,
+    /// `None`: conditional requests as s3s-fs serves them (not atomic).
+    lock: Option<Arc<tokio::sync::Mutex<()>>>,
     stalls: Arc<std::sync::Mutex<Vec<Stall>>>,
 }
 
@@ -139,12 +142,11 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for AtomicCon
         let conditional = req.headers().contains_key(http::header::IF_NONE_MATCH)
             || req.headers().contains_key(http::header::IF_MATCH);
         let call = hyper::service::Service::call(&self.inner, req);
-        let lock = self.lock.clone();
+        let lock = self.lock.clone().filter(|_| conditional);
         Box::pin(async move {
-            let _guard = if conditional {
-                Some(lock.lock().await)
-            } else {
-                None
+            let _guard = match &lock {
+                Some(lock) => Some(lock.lock().await),
+                None => None,
             };
             call.await
         })
@@ -165,8 +167,19 @@ pub struct S3Server {
 }
 
 impl S3Server {
-    /// Starts a server with one bucket, `ravel-test`, on its own thread and runtime.
+    /// Starts a server with one bucket, `ravel-test`, on its own thread and runtime, whose
+    /// conditional requests are atomic (as on real S3).
     pub fn start() -> S3Server {
+        S3Server::start_with(true)
+    }
+
+    /// [`S3Server::start`] with conditional requests as s3s-fs serves them: two concurrent
+    /// creates of one key can both succeed.
+    pub fn start_as_served() -> S3Server {
+        S3Server::start_with(false)
+    }
+
+    fn start_with(atomic: bool) -> S3Server {
         let root = tempfile::tempdir().expect("temp dir");
         let bucket = "ravel-test".to_string();
         std::fs::create_dir_all(root.path().join(&bucket)).expect("bucket dir");
@@ -181,7 +194,7 @@ impl S3Server {
         let stalls = Arc::new(std::sync::Mutex::new(Vec::new()));
         let service = AtomicConditions {
             inner: b.build(),
-            lock: Arc::new(tokio::sync::Mutex::new(())),
+            lock: atomic.then(|| Arc::new(tokio::sync::Mutex::new(()))),
             stalls: stalls.clone(),
         };
         let (addr_tx, addr_rx) = std::sync::mpsc::channel::<SocketAddr>();

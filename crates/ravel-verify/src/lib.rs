@@ -53,6 +53,18 @@ pub async fn verify(
     table: &str,
     opts: &VerifyOptions,
 ) -> Result<VerifyReport, VerifyError> {
+    match verify_log(store, table, opts).await {
+        Err(VerifyError::Log(e)) if e.is_damage() => Ok(VerifyReport::damaged(table, e)),
+        other => other,
+    }
+}
+
+/// [`verify`] of a log that reads.
+async fn verify_log(
+    store: &Store,
+    table: &str,
+    opts: &VerifyOptions,
+) -> Result<VerifyReport, VerifyError> {
     let t = Table::open(store, table)?;
     let history = t.log.history().await?;
     let chain = chain::check_chain(&history);

@@ -62,6 +62,8 @@ pub enum Problem {
     },
     /// The version read from the newest checkpoint has another protocol or `metaData`.
     CheckpointMetadata { version: Option<u64> },
+    /// The log lost an entry or disagrees with a checksum file: nothing reads the table.
+    LogDamaged { cause: Cause },
     /// The newest version's checksum file disagrees with a replay of the log.
     ChecksumMismatch {
         recorded_files: u64,
@@ -239,6 +241,7 @@ impl Problem {
             CheckpointUnreadable { .. } => "checkpoint_unreadable",
             CheckpointFiles { .. } => "checkpoint_files",
             CheckpointMetadata { .. } => "checkpoint_metadata",
+            LogDamaged { .. } => "log_damaged",
             ChecksumMismatch { .. } => "checksum_mismatch",
             ProtocolFeatureMissing { .. } => "protocol_feature_missing",
             SchemaDisagreesWithFirst { .. } => "schema_disagrees_with_first",
@@ -319,6 +322,7 @@ impl fmt::Display for Problem {
                 f,
                 "read from its checkpoint, version {version:?} has another protocol or metaData than a replay of the log"
             ),
+            LogDamaged { cause } => write!(f, "{cause}"),
             ChecksumMismatch {
                 recorded_files,
                 recorded_bytes,

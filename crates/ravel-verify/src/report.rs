@@ -122,6 +122,32 @@ pub struct VerifyReport {
 }
 
 impl VerifyReport {
+    /// The report on a table whose log is damaged (`damage`, see
+    /// [`ravel_log::LogError::is_damage`]): one violation, nothing else checked.
+    pub fn damaged(table: &str, damage: ravel_log::LogError) -> VerifyReport {
+        let problem = crate::Problem::LogDamaged {
+            cause: damage.into(),
+        };
+        VerifyReport {
+            table: table.to_string(),
+            version: None,
+            versions: 0,
+            manifests: 0,
+            objects: 0,
+            rows: 0,
+            bytes: 0,
+            foreign: Vec::new(),
+            sizes: None,
+            overlap: None,
+            deep: false,
+            violations: vec![Violation::new(crate::delta::LOG, problem)],
+            orphans: Vec::new(),
+            removed: 0,
+            removed_stored: 0,
+            notes: vec!["the log is damaged: nothing else was checked".into()],
+        }
+    }
+
     /// Whether the table holds its promises.
     pub fn holds(&self) -> bool {
         self.violations.is_empty()

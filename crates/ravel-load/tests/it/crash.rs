@@ -520,3 +520,67 @@ fn maintenance_killed_while_merging_leaves_the_old_version_and_reruns() {
     let stall = server.stall(http::Method::GET, "/mm/hits/data/", 40);
     compaction_killed_at(&server, &url, &maintain, stall);
 }
+
+/// Loads at once into one table on s3s-fs as it serves conditional creates (not atomic: two
+/// creates of one key can both succeed), each followed by its maintenance: every load lands,
+/// none overwrites another's log entry, and gc deletes nothing a version needs.
+#[test]
+fn concurrent_loads_on_a_server_without_atomic_creates_all_land_once() {
+    let server = S3Server::start_as_served();
+    let dir = tempfile::tempdir().unwrap();
+    let url = hits_table(&server, "na");
+    let caps: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(
+            server
+                .root()
+                .join(&server.bucket)
+                .join("na/_ravel/capabilities.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        caps["atomic_create"], false,
+        "the probe saw creates race: {caps}"
+    );
+    let inputs: Vec<PathBuf> = (0..4)
+        .map(|i| generate(dir.path(), &format!("part-{i}.parquet"), 8_000, 60 + i))
+        .collect();
+    let args = |input: &Path| {
+        format!(
+            "load --store {url} --table hits --input {} --object-bytes 200000 --zstd-level 1 --json",
+            p(input)
+        )
+    };
+    for round in 0..2 {
+        let children: Vec<Child> = inputs.iter().map(|i| spawn(&server, &args(i))).collect();
+        for c in children {
+            let out = c.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "round {round}: {err}");
+            let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            // The second round reruns every load: each finds its inputs published.
+            assert_eq!(report["already_published"], round == 1, "{report}");
+        }
+    }
+    let sql = "SELECT COUNT(*), COUNT(DISTINCT \"WatchID\") FROM hits";
+    let counts = ok(
+        &server,
+        &common::line(
+            &format!("query --store {url} --table hits --format csv"),
+            &[sql],
+        ),
+    );
+    assert!(counts.contains("32000,32000"), "every row once: {counts}");
+    ok(
+        &server,
+        &format!("gc --store {url} --table hits --older-than 0s"),
+    );
+    let report: serde_json::Value = serde_json::from_str(&ok(
+        &server,
+        &format!("verify --store {url} --table hits --deep --json"),
+    ))
+    .unwrap();
+    assert_eq!(report["rows"], 32_000, "{report}");
+    assert_eq!(report["violations"], serde_json::json!([]), "{report}");
+}

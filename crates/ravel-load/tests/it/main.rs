@@ -10,5 +10,6 @@ mod delta;
 mod foreign;
 mod hostile;
 mod maintain;
+mod once;
 mod query;
 mod versions;

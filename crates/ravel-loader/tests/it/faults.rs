@@ -188,12 +188,11 @@ async fn a_permanent_fault_fails_the_load_names_the_key_and_publishes_nothing() 
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_server_without_conditional_create_is_detected_once_and_loads_and_layout_changes_are_refused()
- {
+async fn a_server_without_conditional_create_is_detected_once_and_creates_stay_exclusive() {
     let server = S3Server::start();
     let clean = server.store("w");
     set_hits_layout(&clean).await;
-    assert!(clean.capabilities().await.unwrap().conditional_create);
+    assert!(clean.capabilities().await.unwrap().atomic_create());
     // The record of the probe is what later commands read: remove it so that the next handle
     // probes the server without conditions.
     let record = Path::from("_ravel/capabilities.json");
@@ -201,49 +200,61 @@ async fn a_server_without_conditional_create_is_detected_once_and_loads_and_layo
     let store = server.store_with("w", |s3| {
         Arc::new(FaultStore::new(s3).ignore_put_conditions())
     });
+    let caps = store.capabilities().await.unwrap();
+    assert!(
+        !caps.conditional_create && !caps.atomic_create(),
+        "{caps:?}"
+    );
+    let recorded: ravel_store::Capabilities =
+        serde_json::from_slice(&stored(&clean, &record).await).unwrap();
+    assert_eq!(recorded, caps);
 
+    // Creates of one key at once, each with its own bytes: exactly one wins, and the key
+    // holds its bytes.
+    let key = Path::from("w-race/doc.json");
+    let creates = (0..8).map(|i| {
+        let store = store.clone();
+        let key = key.clone();
+        tokio::spawn(async move {
+            let bytes = bytes::Bytes::from(format!("writer {i}"));
+            ravel_store::create_or_confirm(store.object_store().as_ref(), &key, bytes.clone())
+                .await
+                .ok()
+                .map(|()| bytes)
+        })
+    });
+    let won: Vec<bytes::Bytes> = futures::future::join_all(creates)
+        .await
+        .into_iter()
+        .filter_map(|r| r.unwrap())
+        .collect();
+    assert_eq!(won.len(), 1, "exactly one create wins");
+    assert_eq!(stored(&store, &key).await, won[0]);
+
+    // Loads and layout changes work, through claims.
     let (_, batches) = generate(GenOptions {
         rows: 20_000,
         seed: 8,
         batch_rows: 5_000,
         ..GenOptions::default()
     });
-    // Two loads could both take one version of the log: refused before anything is stored.
-    let err = load(&store, &batches).await.unwrap_err();
-    let chain = error_chain(&err);
-    assert!(
-        chain.contains("does not support conditional create"),
-        "{chain}"
-    );
-    assert!(!err.is_invalid_input());
-    let recorded: ravel_store::Capabilities =
-        serde_json::from_slice(&stored(&clean, &record).await).unwrap();
-    assert!(!recorded.conditional_create);
-    assert!(manifests(&clean).await.is_empty(), "nothing published");
-    assert!(data_keys(&clean).await.is_empty(), "nothing stored");
-
-    // A layout change is refused, saying why, and writes nothing.
-    let err = LayoutStore::new(&store, "hits")
+    load(&store, &batches).await.unwrap();
+    assert_eq!(manifests(&clean).await.len(), 1);
+    LayoutStore::new(&store, "hits")
         .unwrap()
         .update(|l| {
             l.bloom.fpp = 0.05;
             Ok(())
         })
         .await
-        .unwrap_err();
-    let chain = error_chain(&err);
-    assert!(
-        chain.contains("does not support conditional create"),
-        "{chain}"
-    );
-    assert!(!err.is_invalid_input());
-    let layouts: Vec<_> = clean
+        .unwrap();
+    let claims: Vec<_> = clean
         .object_store()
-        .list(Some(&Path::from("hits/_layout")))
+        .list(Some(&Path::from("_ravel/claims")))
         .try_collect()
         .await
         .unwrap();
-    assert_eq!(layouts.len(), 1, "still generation 1 only");
+    assert!(claims.is_empty(), "every claim taken back: {claims:?}");
 }
 
 /// A loader that has pushed `batches` until its first objects are stored (at least one run

@@ -284,17 +284,13 @@ async fn tsv_and_both_parquet_conventions_load_the_same_rows() {
         ("tsv", &tsv, ravel_loader::InputFormat::Tsv),
     ] {
         ravel_testkit::set_layout(&store, table, &ravel_hits::layout()).await;
-        let report = ravel_loader::load_files_with(
-            &store,
-            table,
-            opts(),
-            std::slice::from_ref(path),
-            format,
-            hits_tsv(),
-            |_, _| {},
-        )
-        .await
-        .unwrap();
+        let files = ravel_loader::Files {
+            tsv: hits_tsv(),
+            ..ravel_loader::Files::new(std::slice::from_ref(path), format)
+        };
+        let report = ravel_loader::load_files_with(&store, table, opts(), &files, |_, _| {})
+            .await
+            .unwrap();
         assert_eq!(report.rows, 20_000, "{table}");
         let mut batches = Vec::new();
         for o in &report.objects {
@@ -386,17 +382,14 @@ async fn bad_tsv_names_file_and_line_and_publishes_nothing() {
     let mut text = std::fs::read_to_string(&path).unwrap();
     text.push_str("1\t2\n");
     std::fs::write(&path, text).unwrap();
-    let err = ravel_loader::load_files_with(
-        &store,
-        "hits",
-        options(1_000_000),
-        &[path],
-        ravel_loader::InputFormat::Tsv,
-        hits_tsv(),
-        |_, _| {},
-    )
-    .await
-    .unwrap_err();
+    let paths = [path];
+    let files = ravel_loader::Files {
+        tsv: hits_tsv(),
+        ..ravel_loader::Files::new(&paths, ravel_loader::InputFormat::Tsv)
+    };
+    let err = ravel_loader::load_files_with(&store, "hits", options(1_000_000), &files, |_, _| {})
+        .await
+        .unwrap_err();
     let msg = err.to_string();
     assert!(
         msg.contains("bad.tsv")

@@ -9,7 +9,7 @@ use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{ObjectStoreExt, PutPayload};
-use ravel_log::{Commit, Committed, LogError, Operation, TableLog};
+use ravel_log::{Commit, Committed, Consumed, InputFile, LogError, Operation, TableLog};
 use ravel_manifest::{MANIFEST_FORMAT, Manifest, ObjectEntry};
 use ravel_store::TablePaths;
 
@@ -73,6 +73,17 @@ impl Fixture {
         m: &Manifest,
         removes: &[&str],
     ) -> Result<Committed, LogError> {
+        self.commit_consuming(op, m, removes, Consumed::default())
+            .await
+    }
+
+    async fn commit_consuming(
+        &self,
+        op: Operation,
+        m: &Manifest,
+        removes: &[&str],
+        consumed: Consumed,
+    ) -> Result<Committed, LogError> {
         let key = self.put_manifest("_ravel/manifests", m).await;
         self.log
             .commit(&Commit {
@@ -88,6 +99,7 @@ impl Fixture {
                 configuration: BTreeMap::new(),
                 written_bytes: if op == Operation::Compaction { 250 } else { 0 },
                 full: op == Operation::Compaction && removes.len() > 2,
+                consumed,
             })
             .await
     }
@@ -300,6 +312,14 @@ async fn a_missing_entry_is_named() {
         .delete(&Path::from("t/_delta_log/00000000000000000001.json"))
         .await
         .unwrap();
+    // Its checksum file is left: the entry was lost.
+    let err = f.log.latest().await.unwrap_err();
+    assert!(matches!(err, LogError::LostEntry { version: 1 }), "{err}");
+    // Without it, the gap says which entry is missing.
+    f.store
+        .delete(&Path::from("t/_delta_log/00000000000000000001.crc"))
+        .await
+        .unwrap();
     let err = f.log.latest().await.unwrap_err();
     assert!(
         matches!(
@@ -438,4 +458,125 @@ async fn every_entry_carries_the_totals_and_a_full_compaction_starts_them_over()
     let t = totals(&f).await;
     assert_eq!(f.log.latest().await.unwrap().version, Some(10));
     assert_eq!((t.loaded_bytes, t.loaded_since_full_bytes), (1200, 600));
+}
+
+fn input(name: &str) -> InputFile {
+    InputFile {
+        name: format!("/landing/{name}"),
+        size: 100,
+        version: "1".into(),
+    }
+}
+
+#[tokio::test]
+async fn a_load_of_consumed_inputs_is_published_whatever_merged_since() {
+    let f = fixture();
+    let inputs = |names: &[&str]| Consumed::once(names.iter().map(|n| input(n)).collect());
+    let a = manifest("a", &["a1", "a2"]);
+    let v = f.commit_consuming(Operation::Load, &a, &[], inputs(&["x", "y"]));
+    assert_eq!(v.await.unwrap(), Committed::Version(0));
+    // A merge replaces the load's objects: the newest version holds none of them.
+    let merged = manifest("m", &["m1"]);
+    f.commit(Operation::Compaction, &merged, &["a1", "a2"])
+        .await
+        .unwrap();
+    // A rerun stores other objects (another layout, another run cut) under another manifest:
+    // the inputs, not the objects, say it is published, and by which version.
+    let again = manifest("again", &["r1"]);
+    let rerun = f.commit_consuming(Operation::Load, &again, &[], inputs(&["y", "x"]));
+    match rerun.await.unwrap() {
+        Committed::AlreadyLive(p) => {
+            assert_eq!((p.version, p.load_id.as_str()), (0, "a"));
+            assert!(p.manifest.ends_with("a.json"), "{}", p.manifest);
+        }
+        other => panic!("published again: {other:?}"),
+    }
+    // Some inputs consumed, some not: refused, naming the consumed one and its version.
+    let partly = f.commit_consuming(Operation::Load, &again, &[], inputs(&["x", "z"]));
+    let err = partly.await.unwrap_err();
+    assert!(
+        matches!(&err, LogError::PartlyConsumed { input, version: 0, new: 1 } if input.ends_with("/x")),
+        "{err}"
+    );
+    // On purpose, they load again, and the version records the newer load.
+    let reload = Consumed {
+        reload: true,
+        ..inputs(&["x", "y"])
+    };
+    let v = f.commit_consuming(Operation::Load, &again, &[], reload);
+    assert_eq!(v.await.unwrap(), Committed::Version(2));
+    let s = f.log.latest().await.unwrap();
+    assert_eq!(s.consumed_by(&input("x")), Some(2));
+    assert_eq!(s.consumed_by(&input("z")), None);
+}
+
+#[tokio::test]
+async fn consumed_inputs_survive_a_checkpoint() {
+    let f = fixture();
+    let consumed = Consumed::once(vec![input("x")]);
+    let a = manifest("a", &["a1"]);
+    f.commit_consuming(Operation::Load, &a, &[], consumed)
+        .await
+        .unwrap();
+    let s = f.log.latest().await.unwrap();
+    f.log.write_checkpoint(&s).await.unwrap();
+    let from_checkpoint = f.log.newest_checkpoint().await.unwrap().unwrap();
+    assert_eq!(from_checkpoint.txns(), s.txns());
+    assert_eq!(from_checkpoint.consumed_by(&input("x")), Some(0));
+}
+
+#[tokio::test]
+async fn a_lost_newest_entry_and_a_checksum_that_disagrees_refuse_reads() {
+    let f = fixture();
+    for i in 0..3 {
+        let m = manifest(&format!("l{i}"), &[&format!("o{i}")]);
+        f.commit(Operation::Load, &m, &[]).await.unwrap();
+    }
+    let crc = Path::from("t/_delta_log/00000000000000000002.crc");
+    let good = f.store.get(&crc).await.unwrap().bytes().await.unwrap();
+    // A checksum that disagrees with the replay (one file fewer).
+    let mut wrong: serde_json::Value = serde_json::from_slice(&good).unwrap();
+    wrong["numFiles"] = serde_json::json!(2);
+    f.store
+        .put(&crc, PutPayload::from(serde_json::to_vec(&wrong).unwrap()))
+        .await
+        .unwrap();
+    let err = f.log.latest().await.unwrap_err();
+    assert!(
+        matches!(err, LogError::ChecksumDisagrees { version: 2, .. }) && err.is_damage(),
+        "{err}"
+    );
+    f.store.put(&crc, PutPayload::from(good)).await.unwrap();
+    assert_eq!(f.log.latest().await.unwrap().version, Some(2));
+    // The newest entry deleted, its checksum file left: the version is lost, not silently
+    // older.
+    f.store
+        .delete(&Path::from("t/_delta_log/00000000000000000002.json"))
+        .await
+        .unwrap();
+    for err in [
+        f.log.latest().await.unwrap_err(),
+        f.log.history().await.unwrap_err(),
+    ] {
+        assert!(
+            matches!(err, LogError::LostEntry { version: 2 }) && err.is_damage(),
+            "{err}"
+        );
+    }
+    let m = manifest("l3", &["o3"]);
+    let err = f.commit(Operation::Load, &m, &[]).await.unwrap_err();
+    assert!(matches!(err, LogError::LostEntry { version: 2 }), "{err}");
+}
+
+#[tokio::test]
+async fn a_checkpoint_holds_every_action_past_one_batch() {
+    let f = fixture();
+    let objects: Vec<String> = (0..1500).map(|i| format!("o{i:04}")).collect();
+    let names: Vec<&str> = objects.iter().map(String::as_str).collect();
+    let m = manifest("big", &names);
+    f.commit(Operation::Load, &m, &[]).await.unwrap();
+    let s = f.log.latest().await.unwrap();
+    f.log.write_checkpoint(&s).await.unwrap();
+    let read = f.log.newest_checkpoint().await.unwrap().unwrap();
+    assert_eq!(read.files().len(), 1500);
 }

@@ -142,17 +142,15 @@ fn a_rerun_after_gc_deleted_published_objects_publishes_no_second_manifest() {
     }
     fails(1, &format!("verify --store {} --table hits", p(&store)));
 
+    // The version that consumed the input is found in the log: nothing is read or published
+    // again (the missing objects stay missing, and verify keeps saying so).
     let again = load(&store, &input);
     assert_eq!(again["already_published"], true, "{again}");
     assert_eq!(again["load_id"], first["load_id"]);
+    assert_eq!(again["version"], 0);
     assert_eq!(versions(&store.join("hits/_delta_log")), 1);
-    let verified: serde_json::Value = serde_json::from_str(&ok(&format!(
-        "verify --store {} --table hits --json",
-        p(&store)
-    )))
-    .unwrap();
-    assert_eq!(verified["rows"], 20_000, "every row once");
-    assert_eq!(verified["violations"].as_array().unwrap().len(), 0);
+    let err = fails(1, &format!("verify --store {} --table hits", p(&store)));
+    assert!(err.contains("violation"), "{err}");
 }
 
 #[test]

@@ -1,0 +1,196 @@
+//! Each input loads once: the version that publishes a load's rows records its inputs, so the
+//! same command run again publishes nothing, whatever merged the load's objects since
+//! (maintenance, `compact`, a sorted load), and names the version that published them. A load
+//! whose maintenance failed says it is published (exit 4); its rerun retries the maintenance.
+//! `--reload` loads the inputs again on purpose; a load of inputs of which only some were
+//! loaded is refused.
+
+use crate::common::{fails, ok, p, run};
+use crate::compact::{generated, hits_store, json};
+
+/// Rows of the newest version, as `verify` counts them.
+fn rows(store: &str) -> u64 {
+    let report = json(&format!("verify --store {store} --table hits --json"));
+    report["rows"].as_u64().unwrap()
+}
+
+/// Distinct WatchIDs of the newest version.
+fn distinct(store: &str) -> String {
+    let sql = "SELECT COUNT(DISTINCT \"WatchID\") FROM hits";
+    ok(&crate::common::line(
+        &format!("query --store {store} --table hits --format csv"),
+        &[sql],
+    ))
+}
+
+fn load_json(store: &str, input: &std::path::Path, extra: &str) -> serde_json::Value {
+    json(&format!(
+        "load --store {store} --table hits --input {} --object-bytes 60000 --json {extra}",
+        p(input)
+    ))
+}
+
+#[test]
+fn a_rerun_after_maintenance_merged_the_load_publishes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = hits_store(dir.path());
+    let s = p(&store);
+    ok(&format!(
+        "layout --store {s} --table hits maintenance set --policy full"
+    ));
+    let one = generated(dir.path(), "s1.parquet", 4_000, 1);
+    let two = generated(dir.path(), "s2.parquet", 4_000, 2);
+    load_json(s, &one, "");
+    let first = load_json(s, &two, "");
+    let version = first["version"].as_u64().unwrap();
+    assert!(
+        first["maintenance"]["steps"].as_u64().unwrap() > 0,
+        "{first}"
+    );
+    let before = distinct(s);
+    // The merge replaced the load's objects: the rerun finds its inputs, not its objects.
+    let again = load_json(s, &two, "");
+    assert_eq!(again["already_published"], true, "{again}");
+    assert_eq!(
+        again["version"], version,
+        "names the version that published it"
+    );
+    assert_eq!(again["load_id"], first["load_id"]);
+    assert_eq!(rows(s), 8_000);
+    assert_eq!(distinct(s), before);
+    let text = ok(&format!(
+        "load --store {s} --table hits --input {}",
+        p(&two)
+    ));
+    assert!(
+        text.contains(&format!("published already by version {version}")),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_rerun_after_compact_publishes_nothing_and_reload_loads_again_on_purpose() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = hits_store(dir.path());
+    let s = p(&store);
+    let one = generated(dir.path(), "s1.parquet", 4_000, 1);
+    let two = generated(dir.path(), "s2.parquet", 4_000, 2);
+    load_json(s, &one, "--no-maintain");
+    load_json(s, &two, "--no-maintain");
+    ok(&format!("compact --store {s} --table hits"));
+    let again = load_json(s, &two, "--no-maintain");
+    assert_eq!(again["already_published"], true, "{again}");
+    // A sorted load of the same file finds it too.
+    let sorted = load_json(s, &two, "--compact --no-maintain");
+    assert_eq!(sorted["already_published"], true, "{sorted}");
+    assert_eq!(rows(s), 8_000);
+    // Both files at once: both consumed, nothing to do.
+    let both = json(&format!(
+        "load --store {s} --table hits --input {} {} --json --no-maintain",
+        p(&one),
+        p(&two)
+    ));
+    assert_eq!(both["already_published"], true, "{both}");
+    // On purpose: the rows count twice, and the version says so.
+    let reload = load_json(s, &two, "--no-maintain --reload");
+    assert_eq!(reload["already_published"], false, "{reload}");
+    assert_eq!(rows(s), 12_000);
+}
+
+#[test]
+fn a_load_of_inputs_some_of_which_were_loaded_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = hits_store(dir.path());
+    let s = p(&store);
+    let one = generated(dir.path(), "s1.parquet", 2_000, 1);
+    let two = generated(dir.path(), "s2.parquet", 2_000, 2);
+    load_json(s, &one, "--no-maintain");
+    let err = fails(
+        2,
+        &format!(
+            "load --store {s} --table hits --input {} {} --no-maintain",
+            p(&one),
+            p(&two)
+        ),
+    );
+    assert!(
+        err.contains("s1.parquet")
+            && err.contains("loaded by version 0")
+            && err.contains("--reload"),
+        "{err}"
+    );
+    assert_eq!(rows(s), 2_000, "nothing published");
+    // A file rewritten in place is another input.
+    std::fs::copy(&two, &one).unwrap();
+    let changed = load_json(s, &one, "--no-maintain");
+    assert_eq!(changed["already_published"], false, "{changed}");
+}
+
+#[test]
+fn a_published_load_whose_maintenance_failed_says_so_and_its_rerun_retries_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = hits_store(dir.path());
+    let s = p(&store);
+    ok(&format!(
+        "layout --store {s} --table hits maintenance set --policy full"
+    ));
+    let one = generated(dir.path(), "s1.parquet", 4_000, 1);
+    let two = generated(dir.path(), "s2.parquet", 4_000, 2);
+    load_json(s, &one, "--no-maintain");
+    // An object of the first load goes missing: the merge after the second load cannot read it.
+    let data = store.join("hits/data");
+    let victim = crate::common::files(&data).remove(0);
+    let aside = dir.path().join("aside.parquet");
+    std::fs::rename(&victim, &aside).unwrap();
+    let load = format!(
+        "load --store {s} --table hits --input {} --object-bytes 60000",
+        p(&two)
+    );
+    let out = run(&load);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("published as version 1"), "{err}");
+    std::fs::rename(&aside, &victim).unwrap();
+    // The rerun publishes nothing and maintains the table.
+    let again = load_json(s, &two, "");
+    assert_eq!(again["already_published"], true, "{again}");
+    assert_eq!(again["version"], 1);
+    assert!(
+        again["maintenance"]["steps"].as_u64().unwrap() > 0,
+        "{again}"
+    );
+    assert_eq!(rows(s), 8_000);
+}
+
+#[test]
+fn a_lost_newest_entry_is_reported_and_nothing_is_read_or_collected() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = hits_store(dir.path());
+    let s = p(&store);
+    for (i, seed) in [(0, 1), (1, 2)] {
+        let input = generated(dir.path(), &format!("s{i}.parquet"), 2_000, seed);
+        load_json(s, &input, "--no-maintain");
+    }
+    let log = store.join("hits/_delta_log");
+    std::fs::remove_file(log.join("00000000000000000001.json")).unwrap();
+    let objects = crate::common::entries(&store.join("hits/data"));
+    let out = run(&format!("verify --store {s} --table hits --json"));
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let violations = report["violations"].to_string();
+    assert!(
+        violations.contains("log_damaged") && violations.contains("version 1"),
+        "{report}"
+    );
+    let err = fails(
+        1,
+        &crate::common::line(
+            &format!("query --store {s} --table hits"),
+            &["SELECT COUNT(*) FROM hits"],
+        ),
+    );
+    assert!(err.contains("lost version 1"), "{err}");
+    let err = fails(1, &format!("gc --store {s} --table hits --older-than 0s"));
+    assert!(err.contains("lost version 1"), "{err}");
+    assert_eq!(crate::common::entries(&store.join("hits/data")), objects);
+}
