@@ -100,7 +100,10 @@ pub struct ObjectEntry {
     pub last_key: Option<Vec<Value>>,
     /// Smallest and largest non-null value of the layout's columns (stream, key columns,
     /// time) in this object, encoded as sort keys are: what a reader needs to skip the object
-    /// without opening it. A column whose values are all null has no entry.
+    /// without opening it. A column whose values are all null has no entry. Floats are ordered
+    /// in IEEE total order, so a NaN of either sign is an end when the object holds one; a NaN
+    /// or infinite end is recorded as null (JSON has no such number), which readers take as
+    /// "anything": a finite range says the object holds no NaN.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub ranges: BTreeMap<String, ValueRange>,
     /// The object's statistics as Delta Lake's `add` carries them (`stats`, JSON text:

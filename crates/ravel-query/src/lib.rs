@@ -5,7 +5,8 @@
 //! exactly the version's objects ([`table::RavelTable`]): sizes
 //! from the manifest (no listing, no HEAD), the stream column declared as each file group's
 //! order, Parquet pruning on (row-group statistics, page index, Bloom filters, filter
-//! pushdown), binary columns read as strings, and the manifest's per-object ranges skipping
+//! pushdown; the first three off for scans that read a float column, see [`floats`]), binary
+//! columns read as strings, and the manifest's per-object ranges skipping
 //! objects before any object is opened ([`prune`]); a statement that compares a Bloom-scope
 //! string column for equality also reads that column's section of each load's Bloom sidecar
 //! (one ranged GET per load, once per table) and skips the objects whose filters exclude it. When `EventDate` is stored as UInt16 days (the
@@ -15,12 +16,15 @@
 //! (`"CON"`), since SQL folds unquoted names to lower case.
 //!
 //! Statements only read ([`statement`]): one that would write, define, drop or set anything
-//! is refused before it runs, and the context reaches no store but the table's.
+//! is refused before it runs, and the context reaches no store but the table's. Float
+//! comparisons answer as DuckDB's do: NaN equal to NaN and above +inf, -0.0 equal to 0.0
+//! ([`floats`]).
 //!
 //! Every request goes through a [`traffic::TrafficStore`], so each statement's GETs and bytes
 //! are what a cold read from the store costs.
 
 pub mod bench;
+pub mod floats;
 pub mod prune;
 pub mod statement;
 pub mod table;
@@ -290,6 +294,7 @@ impl QueryTable {
         let store_url = ObjectStoreUrl::parse("ravel://store/")?;
         let runtime = statement::table_only_runtime(&store_url, counting.clone())?;
         let ctx = SessionContext::new_with_config_rt(config, runtime);
+        ctx.add_analyzer_rule(Arc::new(floats::FloatComparisons));
 
         let raw_date = file_schema
             .field_with_name("EventDate")

@@ -4,10 +4,13 @@
 //! (stream, key columns, time). A statement's filters that DataFusion pushes to the table are
 //! split into conjuncts; each conjunct of the form `column op literal` (`=`, `<`, `<=`, `>`,
 //! `>=`, `IN (…)`, `BETWEEN`), on a column the manifest has a range for, may exclude an object.
-//! A column may be wrapped in casts that keep integer values (the `hits` view's
-//! `CAST(CAST("EventDate" AS INTEGER) AS DATE)`). Anything else keeps the object: pruning may
-//! only ever keep too much, never drop an object that has a matching row. SQL comparisons are
-//! never true for null, so an object's nulls do not matter.
+//! A column may be wrapped in casts that keep its values (wider integers or floats, the `hits`
+//! view's `CAST(CAST("EventDate" AS INTEGER) AS DATE)`), and in `canonical_float` (every float
+//! comparison, see `floats`), under which floats compare as DuckDB compares them: -0.0 = 0.0,
+//! NaN above all. A NaN or infinite end of a range is recorded as null, which keeps the object.
+//! Anything else keeps the object: pruning may only ever keep too much, never drop an object
+//! that has a matching row. SQL comparisons are never true for null, so an object's nulls do
+//! not matter.
 //!
 //! Where the load kept a per-object Bloom filter of a string column (its sidecar, see
 //! `ravel-bloom`), an equality or `IN` on that column also asks the filter: an object whose
@@ -22,6 +25,8 @@ use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use datafusion::scalar::ScalarValue;
 use ravel_bloom::Filter;
 use ravel_manifest::{ObjectEntry, ValueRange};
+
+use crate::floats::{canonical_argument, canonical_f64};
 use serde_json::Value;
 
 /// A literal as the manifest encodes values: a number, or a string (binary columns as hex).
@@ -51,22 +56,44 @@ fn lit_of(v: &ScalarValue) -> Option<Lit> {
     })
 }
 
+/// How a column's recorded values compare with a literal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Order {
+    /// As Arrow compares them: numbers numerically (floats in IEEE total order, -0.0 < 0.0),
+    /// strings bytewise.
+    Natural,
+    /// A binary column, recorded as lowercase hex.
+    Hex,
+    /// A float column read through `canonical_float`: as DuckDB compares floats (-0.0 = 0.0,
+    /// NaN above every other value).
+    Canonical,
+}
+
+/// Two floats in `order`.
+fn float_cmp(a: f64, b: f64, order: Order) -> Ordering {
+    match order {
+        Order::Canonical => canonical_f64(a).total_cmp(&canonical_f64(b)),
+        _ => a.total_cmp(&b),
+    }
+}
+
 /// Compares a manifest value with a literal; `None` when they are not comparable.
-fn cmp(v: &Value, lit: &Lit, binary: bool) -> Option<Ordering> {
+fn cmp(v: &Value, lit: &Lit, order: Order) -> Option<Ordering> {
     match (v, lit) {
-        // Floats in IEEE total order, as Arrow compares them (-0.0 < 0.0). NaN and infinities
-        // are recorded as null, which compares with nothing and keeps the object.
+        // A NaN or infinite value of the object is recorded as null (a NaN of either sign is
+        // an end of the range in total order), which compares with nothing and keeps the
+        // object: a finite range says the object holds no NaN.
         (Value::Number(n), Lit::Int(i)) => {
             if let Some(x) = n.as_i64() {
                 Some((x as i128).cmp(i))
             } else if let Some(x) = n.as_u64() {
                 Some((x as i128).cmp(i))
             } else {
-                Some(n.as_f64()?.total_cmp(&(*i as f64)))
+                Some(float_cmp(n.as_f64()?, *i as f64, order))
             }
         }
-        (Value::Number(n), Lit::Float(f)) => Some(n.as_f64()?.total_cmp(f)),
-        (Value::String(s), Lit::Str(l)) if binary => {
+        (Value::Number(n), Lit::Float(f)) => Some(float_cmp(n.as_f64()?, *f, order)),
+        (Value::String(s), Lit::Str(l)) if order == Order::Hex => {
             // Binary columns are recorded as lowercase hex, which keeps byte order.
             let hex: String = l.bytes().map(|b| format!("{b:02x}")).collect();
             Some(s.as_str().cmp(hex.as_str()))
@@ -94,9 +121,13 @@ fn int_range(t: &DataType) -> Option<(i128, i128)> {
 
 /// Whether every value of `from` is the same number in `to`.
 fn widening(from: &DataType, to: &DataType) -> bool {
+    use DataType::*;
     match (int_range(from), int_range(to)) {
         (Some((a, b)), Some((c, d))) => c <= a && b <= d,
-        _ => false,
+        _ => matches!(
+            (from, to),
+            (Float16, Float32 | Float64) | (Float32, Float64)
+        ),
     }
 }
 
@@ -104,6 +135,12 @@ fn widening(from: &DataType, to: &DataType) -> bool {
 /// type that holds it, a float to a float type, a string to a string type. Any other cast may
 /// change the value (`CAST(62.7 AS INT)`), so it is no literal here and keeps the object.
 fn literal(e: &Expr) -> Option<Lit> {
+    if let Some(arg) = canonical_argument(e) {
+        return match literal(arg)? {
+            Lit::Float(f) => Some(Lit::Float(canonical_f64(f))),
+            other => Some(other),
+        };
+    }
     match e {
         Expr::Literal(v, _) => lit_of(v),
         Expr::Cast(c) => {
@@ -124,8 +161,8 @@ fn literal(e: &Expr) -> Option<Lit> {
 }
 
 /// Whether values in `r` may satisfy `value op lit`.
-fn may_satisfy(r: &ValueRange, op: Operator, lit: &Lit, binary: bool) -> bool {
-    let (Some(lo), Some(hi)) = (cmp(&r.min, lit, binary), cmp(&r.max, lit, binary)) else {
+fn may_satisfy(r: &ValueRange, op: Operator, lit: &Lit, order: Order) -> bool {
+    let (Some(lo), Some(hi)) = (cmp(&r.min, lit, order), cmp(&r.max, lit, order)) else {
         return true;
     };
     use Ordering::*;
@@ -235,8 +272,12 @@ impl Pruner {
     }
 
     /// The column a value expression reads and its stored type, through casts that keep
-    /// every value the same number (widening integer casts, integers to dates).
+    /// every value the same number (widening integer or float casts, integers to dates) and
+    /// `canonical_float`.
     fn column_of<'e>(&self, e: &'e Expr) -> Option<(&'e str, &DataType)> {
+        if let Some(arg) = canonical_argument(e) {
+            return self.column_of(arg);
+        }
         match e {
             Expr::Column(c) => Some((c.name.as_str(), self.types.get(&c.name)?)),
             Expr::Cast(c) => {
@@ -435,20 +476,26 @@ impl Pruner {
         }
     }
 
-    fn range<'a>(&self, facts: &Facts<'a>, e: &Expr) -> Option<(&'a ValueRange, bool)> {
+    fn range<'a>(&self, facts: &Facts<'a>, e: &Expr) -> Option<(&'a ValueRange, Order)> {
         let (name, stored) = self.column_of(e)?;
-        let binary = matches!(
+        let order = if canonical_argument(e).is_some() {
+            Order::Canonical
+        } else if matches!(
             stored,
             DataType::Binary | DataType::LargeBinary | DataType::BinaryView
-        );
-        facts.ranges.get(name).map(|r| (r, binary))
+        ) {
+            Order::Hex
+        } else {
+            Order::Natural
+        };
+        facts.ranges.get(name).map(|r| (r, order))
     }
 
     /// Whether the object may hold a row with `column = lit`, by its range and its filter.
     fn may_equal(&self, facts: &Facts<'_>, column: &Expr, lit: &Lit) -> bool {
         let by_range = self
             .range(facts, column)
-            .is_none_or(|(r, bin)| may_satisfy(r, Operator::Eq, lit, bin));
+            .is_none_or(|(r, order)| may_satisfy(r, Operator::Eq, lit, order));
         let by_bloom = match (self.string_column(column), lit) {
             (Some(name), Lit::Str(s)) => facts
                 .blooms
@@ -475,12 +522,12 @@ impl Pruner {
                     }
                 }
                 Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq => {
-                    if let (Some((r, bin)), Some(l)) = (self.range(facts, left), literal(right)) {
-                        may_satisfy(r, *op, &l, bin)
-                    } else if let (Some(l), Some((r, bin))) =
+                    if let (Some((r, order)), Some(l)) = (self.range(facts, left), literal(right)) {
+                        may_satisfy(r, *op, &l, order)
+                    } else if let (Some(l), Some((r, order))) =
                         (literal(left), self.range(facts, right))
                     {
-                        may_satisfy(r, flip(*op), &l, bin)
+                        may_satisfy(r, flip(*op), &l, order)
                     } else {
                         true
                     }
@@ -494,11 +541,12 @@ impl Pruner {
                 })
             }
             Expr::Between(b) if !b.negated => {
-                let Some((r, bin)) = self.range(facts, &b.expr) else {
+                let Some((r, order)) = self.range(facts, &b.expr) else {
                     return true;
                 };
-                let low = literal(&b.low).is_none_or(|l| may_satisfy(r, Operator::GtEq, &l, bin));
-                let high = literal(&b.high).is_none_or(|l| may_satisfy(r, Operator::LtEq, &l, bin));
+                let low = literal(&b.low).is_none_or(|l| may_satisfy(r, Operator::GtEq, &l, order));
+                let high =
+                    literal(&b.high).is_none_or(|l| may_satisfy(r, Operator::LtEq, &l, order));
                 low && high
             }
             _ => true,
@@ -667,6 +715,50 @@ mod tests {
         assert!(p.may_match(&o, &[col("F").lt(lit(0.0))]));
         assert!(!p.may_match(&o, &[col("F").gt(lit(-0.0))]));
         assert!(!p.may_match(&o, &[col("F").gt_eq(lit(0.0))]));
+    }
+
+    #[test]
+    fn canonical_floats_compare_as_duckdb_does() {
+        use datafusion::arrow::array::{ArrayRef, Float64Array};
+        use datafusion::arrow::datatypes::{Field, Schema};
+        use datafusion::logical_expr::expr::ScalarFunction;
+        use std::sync::Arc;
+        let schema = Schema::new(vec![Field::new("F", DataType::Float64, true)]);
+        let p = Pruner::new(&schema);
+        let f = Expr::ScalarFunction(ScalarFunction::new_udf(
+            crate::floats::canonical_float(),
+            vec![col("F")],
+        ));
+        // The manifest's range of the object's values, as the loader records it.
+        let object_of = |values: Vec<f64>| {
+            let a: ArrayRef = Arc::new(Float64Array::from(values));
+            let r = ravel_manifest::value_range(&[a]).unwrap().unwrap();
+            object(&[("F", r.min, r.max)])
+        };
+        // -0.0 equals 0.0: an object of -0.0 alone holds rows with F = 0.0, none below it.
+        let zeros = object_of(vec![-0.0, -0.0]);
+        let keep = |o: &ObjectEntry, e: Expr| p.may_match(o, &[e]);
+        assert!(keep(&zeros, f.clone().eq(lit(0.0))));
+        assert!(keep(&zeros, f.clone().gt_eq(lit(0.0))));
+        assert!(!keep(&zeros, f.clone().lt(lit(0.0))));
+        assert!(!keep(&zeros, f.clone().gt(lit(-0.0))));
+        // NaN is above every other value, +inf included: a finite range holds none.
+        let finite = object_of(vec![1.0, 5.0]);
+        assert!(!keep(&finite, f.clone().eq(lit(f64::NAN))));
+        assert!(!keep(&finite, f.clone().gt_eq(lit(f64::NAN))));
+        assert!(keep(&finite, f.clone().lt(lit(f64::NAN))));
+        // NaN of either sign is an end of the recorded range (in total order), recorded as
+        // null: the object is kept.
+        let negative_nan = f64::from_bits(0xfff8_0000_0000_0000);
+        for nan in [f64::NAN, negative_nan] {
+            let o = object_of(vec![1.0, nan, 5.0]);
+            assert!(keep(&o, f.clone().eq(lit(f64::NAN))), "{nan}");
+            assert!(keep(&o, f.clone().gt(lit(f64::INFINITY))), "{nan}");
+        }
+        assert!(keep(
+            &finite,
+            f.clone().in_list(vec![lit(-0.0), lit(3.0)], false)
+        ));
     }
 
     #[test]

@@ -208,6 +208,15 @@ impl RavelTable {
             .collect())
     }
 
+    /// Whether a scan of these columns (all when `None`) reads a float column.
+    fn reads_float(&self, projection: Option<&Vec<usize>>) -> bool {
+        let fields = self.schema.fields();
+        match projection {
+            Some(p) => p.iter().any(|&i| fields[i].data_type().is_floating()),
+            None => fields.iter().any(|f| f.data_type().is_floating()),
+        }
+    }
+
     /// File groups of about `target` groups: contiguous objects of one run (which are in key
     /// order and do not overlap), so that each group's rows stay in the stream's order.
     fn groups(&self, kept: &[&ObjectEntry], target: usize) -> Vec<FileGroup> {
@@ -262,7 +271,17 @@ impl TableProvider for RavelTable {
             };
             return Ok(Arc::new(EmptyExec::new(schema)));
         }
-        let format = ParquetFormat::default().with_options(state.table_options().parquet.clone());
+        let mut parquet = state.table_options().parquet.clone();
+        if self.reads_float(projection) {
+            // Parquet's statistics and page index leave NaN out of min and max, and DataFusion's
+            // pruning trusts them (fixed upstream by apache/datafusion PR #24804), Bloom filters
+            // hash -0.0 and 0.0 apart: a scan that reads a float column (to filter by it, to
+            // order by it) skips nothing by them, and only the manifest prunes it.
+            parquet.global.pruning = false;
+            parquet.global.enable_page_index = false;
+            parquet.global.bloom_filter_on_read = false;
+        }
+        let format = ParquetFormat::default().with_options(parquet);
         let source = format.file_source(self.schema.clone().into());
         let ordering = match &self.stream {
             Some(s) if self.schema.index_of(s).is_ok() => {
