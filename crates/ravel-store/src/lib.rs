@@ -30,6 +30,7 @@ mod clock;
 mod create;
 pub mod lease;
 mod object_file;
+mod overlay;
 mod retry;
 mod s3;
 mod staging;
