@@ -31,7 +31,7 @@ use serde::Serialize;
 
 pub use candidates::{Candidate, CandidateKind, Span, Weighted};
 pub use estimate::StatementEstimate;
-pub use log::{Statement, parse_log};
+pub use log::{Statement, log_text, parse_log};
 pub use statements::Skipped;
 
 use crate::estimate::{Scale, Simulated};
@@ -42,6 +42,8 @@ use crate::statements::{Planned, Scan};
 pub enum AdviseError {
     #[error("the statement log is empty: give one statement per line")]
     EmptyLog,
+    #[error("line {line}, column {column}: a byte that is not UTF-8: the log must be UTF-8 text")]
+    NotUtf8 { line: usize, column: usize },
     #[error("line {line}: the leading count {text:?} is not a positive integer")]
     BadWeight { line: usize, text: String },
     #[error(
@@ -83,6 +85,7 @@ impl AdviseError {
         use AdviseError::*;
         match self {
             EmptyLog
+            | NotUtf8 { .. }
             | BadWeight { .. }
             | NoStatement { .. }
             | NoColumn(_)

@@ -13,6 +13,23 @@ pub struct Statement {
     pub sql: String,
 }
 
+/// The log's bytes as text: a byte that is not UTF-8 is bad input naming its line and column.
+pub fn log_text(bytes: &[u8]) -> Result<&str, AdviseError> {
+    std::str::from_utf8(bytes).map_err(|e| {
+        let before = &bytes[..e.valid_up_to()];
+        let line_start = before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        // The bytes before it are valid: its column counts their characters.
+        let column = std::str::from_utf8(&before[line_start..]).map_or(0, |t| t.chars().count());
+        AdviseError::NotUtf8 {
+            line: before.iter().filter(|&&b| b == b'\n').count() + 1,
+            column: column + 1,
+        }
+    })
+}
+
 /// The statements of a log; blank lines and `--` comments are skipped. An empty log, or a
 /// leading count that is not a positive integer, is bad input naming the line.
 pub fn parse_log(text: &str) -> Result<Vec<Statement>, AdviseError> {
@@ -69,6 +86,26 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn a_byte_that_is_not_utf8_names_its_line() {
+        let log = b"SELECT 1\nSELECT 2\nSELECT '\xff'\n";
+        match log_text(log) {
+            Err(e @ AdviseError::NotUtf8 { line: 3, column: 9 }) => {
+                assert!(e.to_string().starts_with("line 3, column 9: "), "{e}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let after_an_accent = "SELECT 'é".bytes().chain([0xff]).collect::<Vec<u8>>();
+        assert!(matches!(
+            log_text(&after_an_accent),
+            Err(AdviseError::NotUtf8 {
+                line: 1,
+                column: 10
+            })
+        ));
+        assert_eq!(log_text(b"SELECT 1\n").unwrap(), "SELECT 1\n");
     }
 
     #[test]

@@ -38,8 +38,10 @@ pub struct AdviseArgs {
 }
 
 pub fn run(args: AdviseArgs) -> Result<()> {
-    let log = std::fs::read_to_string(&args.queries)
+    let bytes = std::fs::read(&args.queries)
         .map_err(|e| BadInput(format!("--queries {}: {e}", args.queries.display())))?;
+    let log = ravel_advise::log_text(&bytes)
+        .with_context(|| format!("--queries {}", args.queries.display()))?;
     let opts = AdviseOptions {
         candidates: args.candidates,
         sample_rows: args.sample_rows,
@@ -50,7 +52,7 @@ pub fn run(args: AdviseArgs) -> Result<()> {
     let rt = crate::runtime()?;
     let store = ravel_store::Store::open(url)?;
     let advice = rt
-        .block_on(ravel_advise::advise(&store, name, &log, &opts))
+        .block_on(ravel_advise::advise(&store, name, log, &opts))
         .with_context(|| format!("advising on table {name:?} from {}", args.queries.display()))?;
     let applied = match args.apply {
         true => Some(rt.block_on(ravel_advise::apply(

@@ -83,6 +83,12 @@ fn advise_ranks_layouts_applies_the_best_and_refuses_bad_input() {
         err.contains("line 2"),
         "the bad count's line is named: {err}"
     );
+    std::fs::write(&log, b"SELECT \"UserID\" FROM hits\nSELECT '\xe9t\xe9'\n").unwrap();
+    let err = fails(2, &format!("advise --store {s} --table hits --queries {l}"));
+    assert!(
+        err.contains(&format!("--queries {l}: line 2, column 9")) && err.contains("UTF-8"),
+        "the file and line of the byte are named: {err}"
+    );
     write("SELECT \"Nope\" FROM hits\nSELECT COUNT(*) FROM hits WHERE \"RegionID\" = 1\n");
     let out = ok(&format!("advise --store {s} --table hits --queries {l}"));
     assert!(
