@@ -1,5 +1,10 @@
 //! The statement log: one statement per line, as `bench-queries` reads it, each with an
 //! optional leading count and a tab (`120\tSELECT …`) that weighs it.
+//!
+//! **Counts.** The text before a line's first tab is its count when it begins with a digit, or
+//! with a sign and a digit (no statement begins so): it must be a positive whole number, else
+//! the log is bad input naming the line (`0`, `-5` and `1.5` alike). A line without one
+//! weighs 1.
 
 use crate::AdviseError;
 
@@ -39,16 +44,8 @@ pub fn parse_log(text: &str) -> Result<Vec<Statement>, AdviseError> {
         if line.is_empty() || line.starts_with("--") {
             continue;
         }
-        let (weight, sql) = match ravel_query::bench::leading_count(line) {
-            Some(c) => {
-                let weight = c.count.parse::<u64>().ok().filter(|&w| w > 0).ok_or(
-                    AdviseError::BadWeight {
-                        line: i + 1,
-                        text: c.count.to_string(),
-                    },
-                )?;
-                (weight, c.sql)
-            }
+        let (weight, sql) = match leading_count(line) {
+            Some(c) => (weight(c.count, i + 1)?, c.sql),
             None => (1, line),
         };
         out.push(Statement {
@@ -61,6 +58,37 @@ pub fn parse_log(text: &str) -> Result<Vec<Statement>, AdviseError> {
         return Err(AdviseError::EmptyLog);
     }
     Ok(out)
+}
+
+/// A line's leading count and the statement after it.
+struct Counted<'a> {
+    count: &'a str,
+    sql: &'a str,
+}
+
+/// The count of a trimmed line (see the module docs), `None` for a line without one.
+fn leading_count(line: &str) -> Option<Counted<'_>> {
+    let (count, sql) = line.split_once('\t')?;
+    let count = count.trim();
+    let unsigned = count.strip_prefix(['-', '+']).unwrap_or(count);
+    unsigned
+        .starts_with(|c: char| c.is_ascii_digit())
+        .then(|| Counted {
+            count,
+            sql: sql.trim(),
+        })
+}
+
+/// The weight `count` gives line `line`: a positive whole number.
+fn weight(count: &str, line: usize) -> Result<u64, AdviseError> {
+    count
+        .parse::<u64>()
+        .ok()
+        .filter(|&w| w > 0)
+        .ok_or_else(|| AdviseError::BadWeight {
+            line,
+            text: count.to_string(),
+        })
 }
 
 #[cfg(test)]
@@ -86,6 +114,22 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn negative_and_fractional_counts_are_refused_naming_the_line_as_zero_is() {
+        for count in ["-5", "+0", "-0", "1.5", "12x", "0"] {
+            let log = format!("SELECT 1\n\n{count}\tSELECT 2\n");
+            match parse_log(&log) {
+                Err(e @ AdviseError::BadWeight { line: 3, .. }) => {
+                    assert!(e.to_string().contains(count), "{e}")
+                }
+                other => panic!("{count}: {other:?}"),
+            }
+        }
+        let signed = parse_log("+7\tSELECT 1\n-\tSELECT 2").unwrap();
+        assert_eq!((signed[0].weight, &*signed[0].sql), (7, "SELECT 1"));
+        assert_eq!((signed[1].weight, &*signed[1].sql), (1, "-\tSELECT 2"));
     }
 
     #[test]

@@ -83,6 +83,12 @@ fn advise_ranks_layouts_applies_the_best_and_refuses_bad_input() {
         err.contains("line 2"),
         "the bad count's line is named: {err}"
     );
+    write("SELECT \"UserID\" FROM hits\n\n-5\tSELECT COUNT(*) FROM hits WHERE \"RegionID\" = 1\n");
+    let err = fails(2, &format!("advise --store {s} --table hits --queries {l}"));
+    assert!(
+        err.contains("line 3") && err.contains("\"-5\""),
+        "a negative count is refused as 0 is: {err}"
+    );
     std::fs::write(&log, b"SELECT \"UserID\" FROM hits\nSELECT '\xe9t\xe9'\n").unwrap();
     let err = fails(2, &format!("advise --store {s} --table hits --queries {l}"));
     assert!(
