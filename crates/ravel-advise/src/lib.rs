@@ -31,7 +31,7 @@ use serde::Serialize;
 
 pub use candidates::{Candidate, CandidateKind, Span, Weighted};
 pub use estimate::StatementEstimate;
-pub use log::{Statement, log_text, parse_log};
+pub use log::{MAX_WEIGHT, Statement, log_text, parse_log};
 pub use statements::Skipped;
 
 use crate::estimate::{Scale, Simulated};
@@ -44,7 +44,7 @@ pub enum AdviseError {
     EmptyLog,
     #[error("line {line}, column {column}: a byte that is not UTF-8: the log must be UTF-8 text")]
     NotUtf8 { line: usize, column: usize },
-    #[error("line {line}: the leading count {text:?} is not a positive integer")]
+    #[error("line {line}: the leading count {text:?} is not a whole number from 1 to {max}", max = log::MAX_WEIGHT)]
     BadWeight { line: usize, text: String },
     #[error(
         "no statement of the log reads table {table:?} ({skipped} left out; the first: line {line}: {error})"
@@ -130,8 +130,8 @@ pub struct Estimate {
     pub name: String,
     pub kind: CandidateKind,
     pub layout: Layout,
-    /// Bytes the log's statements would fetch, each times its weight.
-    pub bytes: u64,
+    /// Bytes the log's statements would fetch, each times its weight (see [`weighted_bytes`]).
+    pub bytes: u128,
     /// `bytes` over the current layout's.
     pub relative: f64,
     /// Bytes the table would take stored.
@@ -589,9 +589,7 @@ impl Costing<'_, '_> {
             name: c.name.clone(),
             kind: c.kind,
             layout: c.layout.clone(),
-            bytes: statements.iter().fold(0u64, |b, s| {
-                b.saturating_add(s.bytes.saturating_mul(s.weight))
-            }),
+            bytes: weighted_bytes(&statements),
             relative: 0.0,
             whole_groups: ratios.is_some(),
             stored_bytes,
@@ -599,6 +597,15 @@ impl Costing<'_, '_> {
             statements,
         }
     }
+}
+
+/// The bytes `statements` fetch, each times its weight: exact for weights up to
+/// [`log::MAX_WEIGHT`] (a statement's product fits 94 bits), so that no two candidates meet at a
+/// saturated figure.
+pub fn weighted_bytes(statements: &[StatementEstimate]) -> u128 {
+    statements.iter().fold(0u128, |b, s| {
+        b.saturating_add(u128::from(s.bytes) * u128::from(s.weight))
+    })
 }
 
 /// A simulation costed at one sizing: candidates of the same simulation and sizing share its
@@ -914,4 +921,33 @@ pub async fn apply(
         reorders,
         rewrite_bytes: if reorders { table_bytes } else { 0 },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Statements at the largest weight, fetching `bytes` each.
+    fn at_most_weight(bytes: &[u64]) -> Vec<StatementEstimate> {
+        let statement = |(i, &bytes)| StatementEstimate {
+            line: i + 1,
+            weight: MAX_WEIGHT,
+            kept: 1,
+            read: 1,
+            objects: 1,
+            bytes,
+        };
+        bytes.iter().enumerate().map(statement).collect()
+    }
+
+    #[test]
+    fn weighted_bytes_at_the_largest_weights_stay_exact_and_apart() {
+        // Full scans of a 20 GB table, a billion times each: far past u64.
+        let table: u64 = 20_000_000_000;
+        let more = weighted_bytes(&at_most_weight(&[table, table]));
+        let less = weighted_bytes(&at_most_weight(&[table, table - 1]));
+        assert_eq!(more, 2 * u128::from(table) * u128::from(MAX_WEIGHT));
+        assert!(more > u128::from(u64::MAX));
+        assert_eq!(more - less, u128::from(MAX_WEIGHT));
+    }
 }

@@ -2,11 +2,15 @@
 //! optional leading count and a tab (`120\tSELECT …`) that weighs it.
 //!
 //! **Counts.** The text before a line's first tab is its count when it begins with a digit, or
-//! with a sign and a digit (no statement begins so): it must be a positive whole number, else
-//! the log is bad input naming the line (`0`, `-5` and `1.5` alike). A line without one
-//! weighs 1.
+//! with a sign and a digit (no statement begins so): it must be a whole number from 1 to
+//! [`MAX_WEIGHT`], else the log is bad input naming the line (`0`, `-5`, `1.5` and
+//! `99999999999` alike). A line without one weighs 1.
 
 use crate::AdviseError;
+
+/// The largest count a statement may carry: a billion runs, beyond any log's. Within it, sums
+/// of weights cannot overflow and weighted bytes stay exact (see [`crate::weighted_bytes`]).
+pub const MAX_WEIGHT: u64 = 1_000_000_000;
 
 /// One statement of the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,7 +40,8 @@ pub fn log_text(bytes: &[u8]) -> Result<&str, AdviseError> {
 }
 
 /// The statements of a log; blank lines and `--` comments are skipped. An empty log, or a
-/// leading count that is not a positive integer, is bad input naming the line.
+/// leading count that is not a whole number from 1 to [`MAX_WEIGHT`], is bad input naming the
+/// line.
 pub fn parse_log(text: &str) -> Result<Vec<Statement>, AdviseError> {
     let mut out = Vec::new();
     for (i, raw) in text.lines().enumerate() {
@@ -79,12 +84,12 @@ fn leading_count(line: &str) -> Option<Counted<'_>> {
         })
 }
 
-/// The weight `count` gives line `line`: a positive whole number.
+/// The weight `count` gives line `line`: a whole number from 1 to [`MAX_WEIGHT`].
 fn weight(count: &str, line: usize) -> Result<u64, AdviseError> {
     count
         .parse::<u64>()
         .ok()
-        .filter(|&w| w > 0)
+        .filter(|w| (1..=MAX_WEIGHT).contains(w))
         .ok_or_else(|| AdviseError::BadWeight {
             line,
             text: count.to_string(),
@@ -117,8 +122,17 @@ mod tests {
     }
 
     #[test]
-    fn negative_and_fractional_counts_are_refused_naming_the_line_as_zero_is() {
-        for count in ["-5", "+0", "-0", "1.5", "12x", "0"] {
+    fn negative_fractional_and_oversized_counts_are_refused_naming_the_line_as_zero_is() {
+        for count in [
+            "-5",
+            "+0",
+            "-0",
+            "1.5",
+            "12x",
+            "0",
+            "1000000001",
+            "18446744073709551615",
+        ] {
             let log = format!("SELECT 1\n\n{count}\tSELECT 2\n");
             match parse_log(&log) {
                 Err(e @ AdviseError::BadWeight { line: 3, .. }) => {
@@ -127,6 +141,8 @@ mod tests {
                 other => panic!("{count}: {other:?}"),
             }
         }
+        let most = parse_log(&format!("{MAX_WEIGHT}\tSELECT 1")).unwrap();
+        assert_eq!(most[0].weight, MAX_WEIGHT);
         let signed = parse_log("+7\tSELECT 1\n-\tSELECT 2").unwrap();
         assert_eq!((signed[0].weight, &*signed[0].sql), (7, "SELECT 1"));
         assert_eq!((signed[1].weight, &*signed[1].sql), (1, "-\tSELECT 2"));

@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use ravel_advise::{Advice, AdviseOptions, Applied, Estimate};
 use ravel_layout::Layout;
+use serde::Serialize;
 
 use crate::BadInput;
 
@@ -64,12 +65,12 @@ pub fn run(args: AdviseArgs) -> Result<()> {
         false => None,
     };
     if args.json {
-        let out = serde_json::json!({
-            "advice": advice,
-            "recommended": advice.best().layout,
-            "commands": commands(&advice.best().layout, url, name),
-            "applied": applied,
-        });
+        let out = JsonOutput {
+            advice: &advice,
+            recommended: &advice.best().layout,
+            commands: commands(&advice.best().layout, url, name),
+            applied: applied.as_ref(),
+        };
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         print_advice(&advice, url, name);
@@ -78,6 +79,16 @@ pub fn run(args: AdviseArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// What `--json` prints. Written straight to text: a weighted byte count may pass u64, which
+/// serde_json's `Value` cannot hold.
+#[derive(Serialize)]
+struct JsonOutput<'a> {
+    advice: &'a Advice,
+    recommended: &'a Layout,
+    commands: Vec<String>,
+    applied: Option<&'a Applied>,
 }
 
 fn print_advice(a: &Advice, store: &str, table: &str) {

@@ -89,6 +89,12 @@ fn advise_ranks_layouts_applies_the_best_and_refuses_bad_input() {
         err.contains("line 3") && err.contains("\"-5\""),
         "a negative count is refused as 0 is: {err}"
     );
+    write("SELECT \"UserID\" FROM hits\n18446744073709551615\tSELECT \"URL\" FROM hits\n");
+    let err = fails(2, &format!("advise --store {s} --table hits --queries {l}"));
+    assert!(
+        err.contains("line 2") && err.contains("from 1 to 1000000000"),
+        "a count past the largest is refused, naming the bound: {err}"
+    );
     std::fs::write(&log, b"SELECT \"UserID\" FROM hits\nSELECT '\xe9t\xe9'\n").unwrap();
     let err = fails(2, &format!("advise --store {s} --table hits --queries {l}"));
     assert!(
