@@ -190,6 +190,14 @@ impl Advice {
     pub fn best(&self) -> &Estimate {
         &self.candidates[self.recommended]
     }
+
+    /// The table's current layout, as estimated.
+    pub fn current(&self) -> &Estimate {
+        self.candidates
+            .iter()
+            .find(|e| e.kind == CandidateKind::Current)
+            .expect("the current layout is a candidate")
+    }
 }
 
 /// Advises on `table`'s layout from the statements of `log` (see the crate docs).
@@ -886,16 +894,37 @@ fn rank(mut advice: Advice, margin: f64, started: Instant) -> Advice {
 /// What [`apply`] stored.
 #[derive(Debug, Clone, Serialize)]
 pub struct Applied {
-    /// The layout generation stored (the same as before when nothing changed).
+    /// The table's layout generation after it (the one before when nothing changed).
     pub generation: u64,
+    /// Whether a new generation was stored; `false`: the layout was the table's already.
+    pub changed: bool,
     /// Whether the clustering order changed, so that `compact` re-clusters every object.
     pub reorders: bool,
     /// Bytes `compact` will rewrite to re-cluster the table.
     pub rewrite_bytes: u64,
 }
 
+/// `base` with `layout`'s stream, time, clustering key and Bloom scope: the layout [`apply`]
+/// stores (maintenance policy and fence stay as they are).
+pub fn applied_to(base: &Layout, layout: &Layout) -> Layout {
+    Layout {
+        stream: layout.stream.clone(),
+        time: layout.time.clone(),
+        clustering_key: layout.clustering_key.clone(),
+        bloom: layout.bloom.clone(),
+        ..base.clone()
+    }
+}
+
+/// Whether `next` over `base` gives the stored objects a new order for `compact` to restore.
+/// A layout with no key leaves them as they are (compact has no order to restore), so only a
+/// new, non-empty key does.
+pub fn reorders(base: &Layout, next: &Layout) -> bool {
+    !next.sort_key_names().is_empty() && next.sort_key_names() != base.sort_key_names()
+}
+
 /// Stores `layout`'s stream, time, clustering key and Bloom scope as `table`'s next layout
-/// generation (maintenance policy and fence stay as they are).
+/// generation (see [`applied_to`]); stores nothing when they are the table's already.
 pub async fn apply(
     store: &Store,
     table: &str,
@@ -904,20 +933,12 @@ pub async fn apply(
 ) -> Result<Applied, AdviseError> {
     let layouts = LayoutStore::new(store, table)?;
     let base = layouts.load().await?;
-    let next = Layout {
-        stream: layout.stream.clone(),
-        time: layout.time.clone(),
-        clustering_key: layout.clustering_key.clone(),
-        bloom: layout.bloom.clone(),
-        ..base.clone()
-    };
-    // A layout with no key leaves the stored objects as they are (compact has no order to
-    // restore), so only a new, non-empty key re-clusters them.
-    let reorders =
-        !next.sort_key_names().is_empty() && next.sort_key_names() != base.sort_key_names();
+    let next = applied_to(&base, layout);
+    let reorders = reorders(&base, &next);
     let updated = layouts.update_from(&base, next).await?;
     Ok(Applied {
         generation: updated.layout.generation,
+        changed: updated.changed,
         reorders,
         rewrite_bytes: if reorders { table_bytes } else { 0 },
     })

@@ -68,7 +68,7 @@ pub fn run(args: AdviseArgs) -> Result<()> {
         let out = JsonOutput {
             advice: &advice,
             recommended: &advice.best().layout,
-            commands: commands(&advice.best().layout, url, name),
+            commands: commands(&advice, url, name),
             applied: applied.as_ref(),
         };
         println!("{}", serde_json::to_string_pretty(&out)?);
@@ -135,8 +135,13 @@ fn print_advice(a: &Advice, store: &str, table: &str) {
         best.name
     );
     print_statements(best, a.candidates.iter().find(|e| e.name == "current"));
+    let set = commands(a, store, table);
+    if set.is_empty() {
+        println!("\nthe current layout is recommended: nothing to set");
+        return;
+    }
     println!("\nto set it:");
-    for line in commands(&best.layout, store, table) {
+    for line in set {
         println!("  {line}");
     }
 }
@@ -159,8 +164,14 @@ fn print_statements(best: &Estimate, current: Option<&Estimate>) {
     }
 }
 
-/// The layout commands that set `l` on `table` of `store`.
-fn commands(l: &Layout, store: &str, table: &str) -> Vec<String> {
+/// The layout commands that set the recommended layout on `table` of `store`, then `compact`
+/// when that gives the stored objects a new order; none when it is the current layout.
+fn commands(a: &Advice, store: &str, table: &str) -> Vec<String> {
+    let current = &a.current().layout;
+    let l = &ravel_advise::applied_to(current, &a.best().layout);
+    if l.same_settings(current) {
+        return Vec::new();
+    }
     let on = format!("--store {store} --table {table}");
     let base = format!("ravel-load layout {on}");
     let mut out = Vec::new();
@@ -183,21 +194,28 @@ fn commands(l: &Layout, store: &str, table: &str) -> Vec<String> {
         None => out.push(format!("{base} clustering-key clear")),
     }
     out.push(format!("{base} bloom-scope set --scope {}", l.bloom.scope));
-    out.push(format!(
-        "ravel-load compact {on}   # re-clusters the stored objects"
-    ));
+    if ravel_advise::reorders(current, l) {
+        out.push(format!(
+            "ravel-load compact {on}   # re-clusters the stored objects"
+        ));
+    }
     out
 }
 
 fn print_applied(a: &Applied, store: &str, table: &str) {
-    if a.reorders {
+    if !a.changed {
+        println!(
+            "\nnothing applied: the recommended layout is the table's current one (generation {}); nothing stored",
+            a.generation
+        );
+    } else if a.reorders {
         println!(
             "\napplied: layout generation {}; `ravel-load compact --store {store} --table {table}` re-clusters the table, rewriting {} bytes",
             a.generation, a.rewrite_bytes
         );
     } else {
         println!(
-            "\napplied: layout generation {}; the stored objects keep their order (`compact` rewrites nothing); new loads and merges follow the new layout, Bloom scope included",
+            "\napplied: layout generation {}; the stored objects keep their order (nothing to re-cluster); new loads and merges follow the new layout, Bloom scope included",
             a.generation
         );
     }
