@@ -31,7 +31,7 @@ use serde::Serialize;
 
 pub use candidates::{Candidate, CandidateKind, Span, Weighted};
 pub use estimate::StatementEstimate;
-pub use log::{Statement, parse_log};
+pub use log::{MAX_WEIGHT, Statement, log_text, parse_log};
 pub use statements::Skipped;
 
 use crate::estimate::{Scale, Simulated};
@@ -42,7 +42,9 @@ use crate::statements::{Planned, Scan};
 pub enum AdviseError {
     #[error("the statement log is empty: give one statement per line")]
     EmptyLog,
-    #[error("line {line}: the leading count {text:?} is not a positive integer")]
+    #[error("line {line}, column {column}: a byte that is not UTF-8: the log must be UTF-8 text")]
+    NotUtf8 { line: usize, column: usize },
+    #[error("line {line}: the leading count {text:?} is not a whole number from 1 to {max}", max = log::MAX_WEIGHT)]
     BadWeight { line: usize, text: String },
     #[error(
         "no statement of the log reads table {table:?} ({skipped} left out; the first: line {line}: {error})"
@@ -83,6 +85,7 @@ impl AdviseError {
         use AdviseError::*;
         match self {
             EmptyLog
+            | NotUtf8 { .. }
             | BadWeight { .. }
             | NoStatement { .. }
             | NoColumn(_)
@@ -127,8 +130,8 @@ pub struct Estimate {
     pub name: String,
     pub kind: CandidateKind,
     pub layout: Layout,
-    /// Bytes the log's statements would fetch, each times its weight.
-    pub bytes: u64,
+    /// Bytes the log's statements would fetch, each times its weight (see [`weighted_bytes`]).
+    pub bytes: u128,
     /// `bytes` over the current layout's.
     pub relative: f64,
     /// Bytes the table would take stored.
@@ -186,6 +189,14 @@ impl Advice {
     /// The recommended candidate.
     pub fn best(&self) -> &Estimate {
         &self.candidates[self.recommended]
+    }
+
+    /// The table's current layout, as estimated.
+    pub fn current(&self) -> &Estimate {
+        self.candidates
+            .iter()
+            .find(|e| e.kind == CandidateKind::Current)
+            .expect("the current layout is a candidate")
     }
 }
 
@@ -586,9 +597,7 @@ impl Costing<'_, '_> {
             name: c.name.clone(),
             kind: c.kind,
             layout: c.layout.clone(),
-            bytes: statements.iter().fold(0u64, |b, s| {
-                b.saturating_add(s.bytes.saturating_mul(s.weight))
-            }),
+            bytes: weighted_bytes(&statements),
             relative: 0.0,
             whole_groups: ratios.is_some(),
             stored_bytes,
@@ -596,6 +605,15 @@ impl Costing<'_, '_> {
             statements,
         }
     }
+}
+
+/// The bytes `statements` fetch, each times its weight: exact for weights up to
+/// [`log::MAX_WEIGHT`] (a statement's product fits 94 bits), so that no two candidates meet at a
+/// saturated figure.
+pub fn weighted_bytes(statements: &[StatementEstimate]) -> u128 {
+    statements.iter().fold(0u128, |b, s| {
+        b.saturating_add(u128::from(s.bytes) * u128::from(s.weight))
+    })
 }
 
 /// A simulation costed at one sizing: candidates of the same simulation and sizing share its
@@ -876,16 +894,37 @@ fn rank(mut advice: Advice, margin: f64, started: Instant) -> Advice {
 /// What [`apply`] stored.
 #[derive(Debug, Clone, Serialize)]
 pub struct Applied {
-    /// The layout generation stored (the same as before when nothing changed).
+    /// The table's layout generation after it (the one before when nothing changed).
     pub generation: u64,
+    /// Whether a new generation was stored; `false`: the layout was the table's already.
+    pub changed: bool,
     /// Whether the clustering order changed, so that `compact` re-clusters every object.
     pub reorders: bool,
     /// Bytes `compact` will rewrite to re-cluster the table.
     pub rewrite_bytes: u64,
 }
 
+/// `base` with `layout`'s stream, time, clustering key and Bloom scope: the layout [`apply`]
+/// stores (maintenance policy and fence stay as they are).
+pub fn applied_to(base: &Layout, layout: &Layout) -> Layout {
+    Layout {
+        stream: layout.stream.clone(),
+        time: layout.time.clone(),
+        clustering_key: layout.clustering_key.clone(),
+        bloom: layout.bloom.clone(),
+        ..base.clone()
+    }
+}
+
+/// Whether `next` over `base` gives the stored objects a new order for `compact` to restore.
+/// A layout with no key leaves them as they are (compact has no order to restore), so only a
+/// new, non-empty key does.
+pub fn reorders(base: &Layout, next: &Layout) -> bool {
+    !next.sort_key_names().is_empty() && next.sort_key_names() != base.sort_key_names()
+}
+
 /// Stores `layout`'s stream, time, clustering key and Bloom scope as `table`'s next layout
-/// generation (maintenance policy and fence stay as they are).
+/// generation (see [`applied_to`]); stores nothing when they are the table's already.
 pub async fn apply(
     store: &Store,
     table: &str,
@@ -894,21 +933,42 @@ pub async fn apply(
 ) -> Result<Applied, AdviseError> {
     let layouts = LayoutStore::new(store, table)?;
     let base = layouts.load().await?;
-    let next = Layout {
-        stream: layout.stream.clone(),
-        time: layout.time.clone(),
-        clustering_key: layout.clustering_key.clone(),
-        bloom: layout.bloom.clone(),
-        ..base.clone()
-    };
-    // A layout with no key leaves the stored objects as they are (compact has no order to
-    // restore), so only a new, non-empty key re-clusters them.
-    let reorders =
-        !next.sort_key_names().is_empty() && next.sort_key_names() != base.sort_key_names();
+    let next = applied_to(&base, layout);
+    let reorders = reorders(&base, &next);
     let updated = layouts.update_from(&base, next).await?;
     Ok(Applied {
         generation: updated.layout.generation,
+        changed: updated.changed,
         reorders,
         rewrite_bytes: if reorders { table_bytes } else { 0 },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Statements at the largest weight, fetching `bytes` each.
+    fn at_most_weight(bytes: &[u64]) -> Vec<StatementEstimate> {
+        let statement = |(i, &bytes)| StatementEstimate {
+            line: i + 1,
+            weight: MAX_WEIGHT,
+            kept: 1,
+            read: 1,
+            objects: 1,
+            bytes,
+        };
+        bytes.iter().enumerate().map(statement).collect()
+    }
+
+    #[test]
+    fn weighted_bytes_at_the_largest_weights_stay_exact_and_apart() {
+        // Full scans of a 20 GB table, a billion times each: far past u64.
+        let table: u64 = 20_000_000_000;
+        let more = weighted_bytes(&at_most_weight(&[table, table]));
+        let less = weighted_bytes(&at_most_weight(&[table, table - 1]));
+        assert_eq!(more, 2 * u128::from(table) * u128::from(MAX_WEIGHT));
+        assert!(more > u128::from(u64::MAX));
+        assert_eq!(more - less, u128::from(MAX_WEIGHT));
+    }
 }

@@ -335,6 +335,12 @@ async fn apply_stores_the_layout_and_compact_reclusters_by_it() {
         .await
         .unwrap();
     assert_eq!(again.best().kind, CandidateKind::Current);
+    // Applying the current layout stores nothing.
+    let kept = apply(&store, "hits", &again.best().layout, again.table_bytes)
+        .await
+        .unwrap();
+    assert!(!kept.changed && !kept.reorders, "{kept:?}");
+    assert_eq!(kept.generation, applied.generation);
     // Arrival order has no key: compact keeps the objects, so nothing is to be rewritten.
     let arrival = again
         .candidates
@@ -344,7 +350,7 @@ async fn apply_stores_the_layout_and_compact_reclusters_by_it() {
     let applied = apply(&store, "hits", &arrival.layout, again.table_bytes)
         .await
         .unwrap();
-    assert!(!applied.reorders && applied.rewrite_bytes == 0);
+    assert!(applied.changed && !applied.reorders && applied.rewrite_bytes == 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

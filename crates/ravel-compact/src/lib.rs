@@ -66,7 +66,9 @@ pub struct CompactOptions {
     /// key range at a time, the most overlapping first, each range committed as a version.
     /// `None`: every overlapping set in one step.
     pub max_input_bytes: Option<u64>,
-    /// Plan and report only; write nothing.
+    /// Plan and report only; write nothing to the store. Objects other Delta writers added are
+    /// taken in on an overlay first (see [`ravel_store::Store::overlay`]), so that the plan is
+    /// the one the real run makes.
     pub dry_run: bool,
 }
 
@@ -207,7 +209,8 @@ pub struct CompactReport {
     pub dry_run: bool,
     /// Objects of the version read that other Delta writers added.
     pub foreign_objects: usize,
-    /// Those taken in before the merge (none in a dry run), as a version of their own.
+    /// Those taken in before the merge, as a version of their own; in a dry run, what would be
+    /// (its version the one it would commit; nothing is written).
     pub adopted: Option<Adopted>,
 }
 

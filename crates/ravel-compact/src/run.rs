@@ -296,8 +296,9 @@ async fn open(store: &Store, table: &str) -> Result<Opened, CompactError> {
     })
 }
 
-/// Takes in the objects other Delta writers added (see [`crate::adopt`]), unless a dry run, then
-/// runs the compaction (or maintenance) on the version that leaves.
+/// Takes in the objects other Delta writers added (see [`crate::adopt`]), then runs the
+/// compaction (or maintenance) on the version that leaves. A dry run does both on an overlay
+/// of the store ([`Store::overlay`]): it plans what the real run would, writing nothing.
 #[tracing::instrument(
     name = "compact",
     skip_all,
@@ -316,9 +317,17 @@ async fn run_selected(
     let started = Instant::now();
     let o = open(store, table).await?;
     let (foreign, read_version) = (o.foreign, o.read_version);
+    let overlay;
+    let store = match foreign {
+        0 => store,
+        _ if opts.dry_run => {
+            overlay = store.overlay()?;
+            &overlay
+        }
+        _ => store,
+    };
     let adopted = match foreign {
         0 => None,
-        _ if opts.dry_run => None,
         _ => crate::adopt(store, table, opts).await?,
     };
     let o = match adopted {
@@ -329,8 +338,10 @@ async fn run_selected(
     report.foreign_objects = foreign;
     if let Some(a) = &adopted {
         report.read_version = Some(read_version);
-        report.version = report.version.or(Some(a.version));
-        report.written_bytes += a.written_bytes;
+        if !opts.dry_run {
+            report.version = report.version.or(Some(a.version));
+            report.written_bytes += a.written_bytes;
+        }
     }
     report.adopted = adopted;
     if let Some(version) = report.version {

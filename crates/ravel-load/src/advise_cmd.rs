@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use ravel_advise::{Advice, AdviseOptions, Applied, Estimate};
 use ravel_layout::Layout;
+use serde::Serialize;
 
 use crate::BadInput;
 
@@ -38,8 +39,10 @@ pub struct AdviseArgs {
 }
 
 pub fn run(args: AdviseArgs) -> Result<()> {
-    let log = std::fs::read_to_string(&args.queries)
+    let bytes = std::fs::read(&args.queries)
         .map_err(|e| BadInput(format!("--queries {}: {e}", args.queries.display())))?;
+    let log = ravel_advise::log_text(&bytes)
+        .with_context(|| format!("--queries {}", args.queries.display()))?;
     let opts = AdviseOptions {
         candidates: args.candidates,
         sample_rows: args.sample_rows,
@@ -50,7 +53,7 @@ pub fn run(args: AdviseArgs) -> Result<()> {
     let rt = crate::runtime()?;
     let store = ravel_store::Store::open(url)?;
     let advice = rt
-        .block_on(ravel_advise::advise(&store, name, &log, &opts))
+        .block_on(ravel_advise::advise(&store, name, log, &opts))
         .with_context(|| format!("advising on table {name:?} from {}", args.queries.display()))?;
     let applied = match args.apply {
         true => Some(rt.block_on(ravel_advise::apply(
@@ -62,12 +65,12 @@ pub fn run(args: AdviseArgs) -> Result<()> {
         false => None,
     };
     if args.json {
-        let out = serde_json::json!({
-            "advice": advice,
-            "recommended": advice.best().layout,
-            "commands": commands(&advice.best().layout, url, name),
-            "applied": applied,
-        });
+        let out = JsonOutput {
+            advice: &advice,
+            recommended: &advice.best().layout,
+            commands: commands(&advice, url, name),
+            applied: applied.as_ref(),
+        };
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         print_advice(&advice, url, name);
@@ -76,6 +79,16 @@ pub fn run(args: AdviseArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// What `--json` prints. Written straight to text: a weighted byte count may pass u64, which
+/// serde_json's `Value` cannot hold.
+#[derive(Serialize)]
+struct JsonOutput<'a> {
+    advice: &'a Advice,
+    recommended: &'a Layout,
+    commands: Vec<String>,
+    applied: Option<&'a Applied>,
 }
 
 fn print_advice(a: &Advice, store: &str, table: &str) {
@@ -122,8 +135,13 @@ fn print_advice(a: &Advice, store: &str, table: &str) {
         best.name
     );
     print_statements(best, a.candidates.iter().find(|e| e.name == "current"));
+    let set = commands(a, store, table);
+    if set.is_empty() {
+        println!("\nthe current layout is recommended: nothing to set");
+        return;
+    }
     println!("\nto set it:");
-    for line in commands(&best.layout, store, table) {
+    for line in set {
         println!("  {line}");
     }
 }
@@ -146,8 +164,14 @@ fn print_statements(best: &Estimate, current: Option<&Estimate>) {
     }
 }
 
-/// The layout commands that set `l` on `table` of `store`.
-fn commands(l: &Layout, store: &str, table: &str) -> Vec<String> {
+/// The layout commands that set the recommended layout on `table` of `store`, then `compact`
+/// when that gives the stored objects a new order; none when it is the current layout.
+fn commands(a: &Advice, store: &str, table: &str) -> Vec<String> {
+    let current = &a.current().layout;
+    let l = &ravel_advise::applied_to(current, &a.best().layout);
+    if l.same_settings(current) {
+        return Vec::new();
+    }
     let on = format!("--store {store} --table {table}");
     let base = format!("ravel-load layout {on}");
     let mut out = Vec::new();
@@ -170,21 +194,28 @@ fn commands(l: &Layout, store: &str, table: &str) -> Vec<String> {
         None => out.push(format!("{base} clustering-key clear")),
     }
     out.push(format!("{base} bloom-scope set --scope {}", l.bloom.scope));
-    out.push(format!(
-        "ravel-load compact {on}   # re-clusters the stored objects"
-    ));
+    if ravel_advise::reorders(current, l) {
+        out.push(format!(
+            "ravel-load compact {on}   # re-clusters the stored objects"
+        ));
+    }
     out
 }
 
 fn print_applied(a: &Applied, store: &str, table: &str) {
-    if a.reorders {
+    if !a.changed {
+        println!(
+            "\nnothing applied: the recommended layout is the table's current one (generation {}); nothing stored",
+            a.generation
+        );
+    } else if a.reorders {
         println!(
             "\napplied: layout generation {}; `ravel-load compact --store {store} --table {table}` re-clusters the table, rewriting {} bytes",
             a.generation, a.rewrite_bytes
         );
     } else {
         println!(
-            "\napplied: layout generation {}; the stored objects keep their order (`compact` rewrites nothing); new loads and merges follow the new layout, Bloom scope included",
+            "\napplied: layout generation {}; the stored objects keep their order (nothing to re-cluster); new loads and merges follow the new layout, Bloom scope included",
             a.generation
         );
     }

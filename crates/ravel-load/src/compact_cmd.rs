@@ -20,7 +20,8 @@ pub struct CompactArgs {
     /// a time, the most overlapping first, each committed as a version (default: no limit).
     #[arg(long)]
     pub max_input_bytes: Option<u64>,
-    /// Plan and report only; write nothing.
+    /// Plan and report only; write nothing. Objects other Delta writers added are taken in
+    /// first, as the real run would, into a local temporary directory.
     #[arg(long)]
     pub dry_run: bool,
     /// Print the report as JSON.

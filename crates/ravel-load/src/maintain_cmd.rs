@@ -14,7 +14,8 @@ pub struct MaintainArgs {
     pub table: crate::flags::TableArgs,
     #[command(flatten)]
     pub merge: MergeFlags,
-    /// Plan the next step and report it; write nothing.
+    /// Plan the next step and report it; write nothing. Objects other Delta writers added are
+    /// taken in first, as the real run would, into a local temporary directory.
     #[arg(long)]
     pub dry_run: bool,
     /// Print the report as JSON.

@@ -31,6 +31,7 @@ mod create;
 mod exclusive;
 pub mod lease;
 mod object_file;
+mod overlay;
 mod retry;
 mod s3;
 mod staging;
@@ -216,8 +217,8 @@ impl Store {
     /// not an empty store; a regular file is [`StoreError::NotADirectory`]). S3 settings come
     /// from the environment (`AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`,
     /// `AWS_SECRET_ACCESS_KEY`, `AWS_ALLOW_HTTP`, ...), with ETag-matching conditional puts;
-    /// without credentials or without an endpoint or region it is
-    /// [`StoreError::MissingS3Settings`], naming the variables.
+    /// without credentials, without an endpoint or region, or with an `http://` endpoint but
+    /// no `AWS_ALLOW_HTTP=true`, it is [`StoreError::MissingS3Settings`], naming the variables.
     pub fn open(url: &str) -> Result<Store, StoreError> {
         Store::open_with(url, false)
     }

@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey, S3ConditionalPut};
-use object_store::{BackoffConfig, ClientOptions, RetryConfig};
+use object_store::{BackoffConfig, ClientConfigKey, ClientOptions, RetryConfig};
 
 use crate::{RetryPolicy, RetryStore, StoreError, redacted};
 
@@ -133,16 +133,41 @@ fn missing_settings(b: &AmazonS3Builder) -> Option<String> {
                 .to_string(),
         );
     }
+    if let Some(e) = plain_http_endpoint(b) {
+        missing.push(format!(
+            "the endpoint {} is plain HTTP: set AWS_ALLOW_HTTP=true to allow it (or use https://)",
+            redacted(&e)
+        ));
+    }
     (!missing.is_empty()).then(|| missing.join("; "))
+}
+
+/// The configured endpoint when it is `http://` and plain HTTP is not allowed: the client
+/// would refuse every request to it.
+fn plain_http_endpoint(b: &AmazonS3Builder) -> Option<String> {
+    let allowed = b
+        .get_config_value(&AmazonS3ConfigKey::Client(ClientConfigKey::AllowHttp))
+        .is_some_and(|v| TRUE.contains(&v.to_ascii_lowercase().as_str()));
+    let e = configured_endpoint(b)?;
+    let http = e
+        .get(..7)
+        .is_some_and(|s| s.eq_ignore_ascii_case("http://"));
+    (http && !allowed).then_some(e)
+}
+
+/// The values object_store reads as true.
+const TRUE: &[&str] = &["1", "true", "on", "yes", "y"];
+
+/// The endpoint set in the environment, if any (the S3-specific one first).
+fn configured_endpoint(b: &AmazonS3Builder) -> Option<String> {
+    b.get_config_value(&AmazonS3ConfigKey::S3Endpoint)
+        .or_else(|| b.get_config_value(&AmazonS3ConfigKey::Endpoint))
+        .filter(|e| !e.is_empty())
 }
 
 /// The server the client will talk to, as shown in errors (credentials in it redacted).
 fn endpoint(b: &AmazonS3Builder, bucket: &str) -> String {
-    let configured = b
-        .get_config_value(&AmazonS3ConfigKey::S3Endpoint)
-        .or_else(|| b.get_config_value(&AmazonS3ConfigKey::Endpoint))
-        .filter(|e| !e.is_empty());
-    match configured {
+    match configured_endpoint(b) {
         Some(e) => redacted(&e),
         None => {
             let region = b
@@ -182,11 +207,42 @@ mod tests {
         assert!(keys_only.unwrap().starts_with("no server"));
         for enough in [
             builder(&[(AccessKeyId, "k"), (SecretAccessKey, "s"), (Region, "r")]),
-            builder(&[(SkipSignature, "true"), (Endpoint, "http://x")]),
-            builder(&[(MetadataEndpoint, "http://m"), (S3Endpoint, "http://x")]),
+            builder(&[
+                (SkipSignature, "true"),
+                (Endpoint, "http://x"),
+                (Client(ClientConfigKey::AllowHttp), "true"),
+            ]),
+            builder(&[(MetadataEndpoint, "http://m"), (S3Endpoint, "https://x")]),
         ] {
             assert_eq!(missing_settings(&enough), None);
         }
+    }
+
+    #[test]
+    fn a_plain_http_endpoint_needs_allow_http() {
+        use AmazonS3ConfigKey::*;
+        let keys = [(AccessKeyId, "k"), (SecretAccessKey, "s")];
+        let with = |extra: &[(AmazonS3ConfigKey, &str)]| {
+            missing_settings(&builder(&[&keys[..], extra].concat()))
+        };
+        let refused = with(&[(Endpoint, "http://minio:9000")]).unwrap();
+        assert!(
+            refused.contains("AWS_ALLOW_HTTP=true") && refused.contains("http://minio:9000"),
+            "{refused}"
+        );
+        let s3_endpoint = with(&[(S3Endpoint, "HTTP://minio:9000")]);
+        assert!(s3_endpoint.unwrap().contains("AWS_ALLOW_HTTP=true"));
+        let allow = Client(ClientConfigKey::AllowHttp);
+        for enough in [
+            with(&[(Endpoint, "http://minio:9000"), (allow, "true")]),
+            with(&[(Endpoint, "http://minio:9000"), (allow, "Yes")]),
+            with(&[(Endpoint, "https://minio:9000")]),
+            with(&[(Region, "eu-west-1")]),
+        ] {
+            assert_eq!(enough, None);
+        }
+        let off = with(&[(Endpoint, "http://minio:9000"), (allow, "false")]);
+        assert!(off.unwrap().contains("AWS_ALLOW_HTTP=true"));
     }
 
     #[test]

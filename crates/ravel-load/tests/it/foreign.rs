@@ -322,6 +322,49 @@ fn delta_rs_appends_and_rewrites_and_ravel_reads_verifies_and_takes_them_in() {
     assert_eq!(t.kernel(), kernel_expected(5700));
 }
 
+/// `maintain --dry-run` on a table delta-rs appended to plans what `maintain` then does: the
+/// appended object taken in (its rows sorted under the layout) and merged with ravel's runs,
+/// while the dry run itself leaves the object as delta-rs wrote it.
+#[test]
+fn a_dry_run_of_maintenance_plans_the_adoption_the_real_run_makes() {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let t = Table::new(&server, dir.path());
+    let schema = dir.path().join("schema.parquet");
+    write_rows(&schema, 0, 1);
+    t.ok(&format!("layout schema set --from {}", p(&schema)));
+    t.ok("layout time set --column time");
+    t.ok("layout clustering-key set --column k --bucket-width 1d");
+    t.ok("layout maintenance set --policy full");
+    t.load(0, 1500, "--no-maintain");
+    t.load(1500, 3000, "--no-maintain");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(t.delta_append(3000, 4000)).unwrap();
+
+    let dry = t.json("maintain --dry-run --object-bytes 20000");
+    assert_eq!(dry["version"], serde_json::Value::Null, "{dry}");
+    assert_eq!(dry["adopted"]["rows"], 1000, "{dry}");
+    assert_eq!(t.verify()["foreign"].as_array().unwrap().len(), 1);
+    let done = t.json("maintain --object-bytes 20000");
+    assert_eq!(done["adopted"]["rows"], 1000, "{done}");
+    for field in [
+        "read_version",
+        "foreign_objects",
+        "input_objects",
+        "input_bytes",
+        "input_rows",
+        "chains",
+        "untouched_objects",
+        "depth_before",
+        "reason",
+    ] {
+        assert_eq!(dry[field], done[field], "{field}: {dry} against {done}");
+    }
+    assert_eq!(dry["input_rows"], 4000, "{dry}");
+    assert_eq!(done["depth_after"], 1, "{done}");
+    assert_eq!(t.ravel(), expected(4000));
+}
+
 #[test]
 fn a_table_with_a_feature_ravel_does_not_support_is_neither_read_nor_written() {
     let server = S3Server::start();

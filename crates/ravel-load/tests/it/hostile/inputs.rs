@@ -380,6 +380,19 @@ fn a_refused_s3_connection_fails_naming_the_endpoint() {
 }
 
 #[test]
+fn an_http_endpoint_without_allow_http_is_bad_input_naming_the_setting() {
+    let mut env = s3_env("http://127.0.0.1:9");
+    env.retain(|(k, _)| *k != "AWS_ALLOW_HTTP");
+    let (status, err) = verify_s3(&env, Duration::from_secs(90));
+    let status = status.unwrap_or_else(|| panic!("still running after 90 s: {err}"));
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("AWS_ALLOW_HTTP=true") && err.contains("http://127.0.0.1:9"),
+        "{err}"
+    );
+}
+
+#[test]
 fn s3_without_settings_names_the_missing_variables() {
     let (status, err) = verify_s3(&[], Duration::from_secs(90));
     let status = status.unwrap_or_else(|| panic!("still running after 90 s: {err}"));
