@@ -187,6 +187,7 @@ pub fn run(args: LoadArgs) -> Result<()> {
             store.location()
         )
     };
+    take_in_partitioned(&args, &tier, &store)?;
     if args.compact {
         let opts = opts_for_compaction(&args, &tier)?;
         let report = crate::runtime()?.block_on(sorted_load(
@@ -274,6 +275,31 @@ fn finish(args: &LoadArgs, tier: &Tier, store: &Store, mut load: serde_json::Val
     } else if let Some(r) = &report {
         print!("maintenance: ");
         crate::compact_cmd::print_report(r);
+    }
+    Ok(())
+}
+
+/// Takes in the objects another Delta writer added partitioned, if the table holds any, before
+/// the load: a load cannot publish next to them (see `ravel_compact::adopt_partitioned`).
+fn take_in_partitioned(args: &LoadArgs, tier: &Tier, store: &Store) -> Result<()> {
+    let opts = opts_for_compaction(args, tier)?;
+    let adopted = crate::runtime()?
+        .block_on(ravel_compact::adopt_partitioned(
+            store,
+            &args.table.name,
+            &opts,
+        ))
+        .with_context(|| {
+            format!(
+                "taking in the partitioned objects another Delta writer added to table {:?}, before the load",
+                args.table.name
+            )
+        })?;
+    if let Some(a) = adopted {
+        eprintln!(
+            "took in {} object(s), {} rows, another Delta writer added (partitioned), before the load: version {}",
+            a.objects, a.rows, a.version
+        );
     }
     Ok(())
 }

@@ -274,6 +274,20 @@ impl Loader {
         self.recorded_schema.as_ref()
     }
 
+    /// Checks, before anything is written, the objects other Delta writers added to the
+    /// table's newest version: none may be partitioned or have a column the table lacks (then
+    /// the load would fail at its commit). The commit checks again.
+    pub async fn check_other_writers(&self) -> Result<(), LoadError> {
+        let newest = self.committer.log().latest().await?;
+        crate::foreign::check(
+            &self.store,
+            &self.table,
+            &newest,
+            self.recorded_schema.as_ref(),
+        )
+        .await
+    }
+
     /// The layout this load applies.
     pub fn layout(&self) -> &Layout {
         &self.layout

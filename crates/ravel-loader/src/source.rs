@@ -520,6 +520,7 @@ pub async fn load_files_with(
     progress: impl FnMut(u64, &Loader),
 ) -> Result<LoadReport, LoadError> {
     let mut loader = Loader::new(store, table, opts).await?;
+    loader.check_other_writers().await?;
     let result = feed_files(&mut loader, paths, format, tsv, progress).await;
     match result {
         Ok(()) => loader.finish().await,
