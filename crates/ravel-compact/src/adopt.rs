@@ -40,10 +40,8 @@ pub enum AdoptError {
         #[source]
         source: parquet::errors::ParquetError,
     },
-    #[error(
-        "{key}, an object another Delta writer added, has column {column:?}, which the table's schema does not"
-    )]
-    ExtraColumn { key: String, column: String },
+    #[error(transparent)]
+    ExtraColumn(#[from] ravel_log::ExtraColumn),
     #[error(
         "column {column:?} of {key}, an object another Delta writer added, does not read as the table's {to}"
     )]
@@ -70,6 +68,21 @@ pub async fn foreign_objects(
     Ok(log.latest().await?.foreign(&paths))
 }
 
+/// Takes the foreign objects of `table`'s newest version in when one of them is partitioned
+/// (a load cannot publish next to it, see [`ravel_loader::LoadError::ForeignPartitioned`]);
+/// `None` when none is.
+pub async fn adopt_partitioned(
+    store: &Store,
+    table: &str,
+    opts: &CompactOptions,
+) -> Result<Option<Adopted>, CompactError> {
+    let foreign = foreign_objects(store, table).await?;
+    if foreign.iter().all(|f| f.partition_values.is_empty()) {
+        return Ok(None);
+    }
+    adopt(store, table, opts).await
+}
+
 /// Takes the foreign objects of `table`'s newest version in; `None` when it has none.
 #[tracing::instrument(skip_all, fields(table = %table))]
 pub async fn adopt(
@@ -88,7 +101,7 @@ pub async fn adopt(
         return Err(AdoptError::NoSchema(table.to_string()).into());
     };
     for f in &foreign {
-        match push_object(store, &mut loader, &schema, f).await {
+        match push_object(store, &mut loader, &schema, f, table).await {
             Ok(()) => {}
             Err(CompactError::Load(e)) => return Err(loader.abandon(e).await.into()),
             Err(e) => {
@@ -142,6 +155,7 @@ async fn push_object(
     loader: &mut Loader,
     schema: &Arc<Schema>,
     f: &ForeignObject,
+    table: &str,
 ) -> Result<(), CompactError> {
     let read_err = |source| AdoptError::Read {
         key: f.key.clone(),
@@ -154,30 +168,31 @@ async fn push_object(
         .build()
         .map_err(read_err)?;
     while let Some(batch) = batches.try_next().await.map_err(read_err)? {
-        let batch = with_table_types(schema, &batch, &f.key)?;
+        let batch = with_table_types(schema, &batch, f, table)?;
         loader.push_from(batch, &f.key).await?;
     }
     Ok(())
 }
 
-/// `batch`'s columns in the table's order and types: a column the table has and the object
-/// lacks is null (the loader refuses it if the table's column is NOT NULL); a value that does
-/// not fit the table's type, or a column the table does not have, fails, naming it.
+/// `batch`'s columns in the table's order and types: a partition column of `f` holds its
+/// partition value; a column the table has and the object lacks is null (the loader refuses
+/// it if the table's column is NOT NULL); a value that does not fit the table's type, or a
+/// column the table does not have, fails, naming it.
 fn with_table_types(
     schema: &Arc<Schema>,
     batch: &RecordBatch,
-    key: &str,
+    f: &ForeignObject,
+    table: &str,
 ) -> Result<RecordBatch, AdoptError> {
+    let key = f.key.as_str();
     let batch_schema = batch.schema();
-    if let Some(extra) = batch_schema
+    let mut names = batch_schema
         .fields()
         .iter()
-        .find(|g| schema.field_with_name(g.name()).is_err())
-    {
-        return Err(AdoptError::ExtraColumn {
-            key: key.to_string(),
-            column: extra.name().clone(),
-        });
+        .map(|g| g.name())
+        .chain(f.partition_values.keys());
+    if let Some(extra) = names.find(|name| schema.field_with_name(name).is_err()) {
+        return Err(f.extra_column(table, extra).into());
     }
     let strict = CastOptions {
         safe: false,
@@ -185,6 +200,15 @@ fn with_table_types(
     };
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
     for field in schema.fields() {
+        if let Some(values) = f.partition_column(field, batch.num_rows()) {
+            columns.push(values.map_err(|source| AdoptError::Cast {
+                key: key.to_string(),
+                column: field.name().clone(),
+                to: field.data_type().clone(),
+                source,
+            })?);
+            continue;
+        }
         let Some(column) = batch.column_by_name(field.name()) else {
             columns.push(new_null_array(field.data_type(), batch.num_rows()));
             continue;

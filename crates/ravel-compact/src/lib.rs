@@ -41,7 +41,7 @@ mod scratch;
 mod sorted;
 mod window;
 
-pub use adopt::{AdoptError, Adopted, adopt, foreign_objects};
+pub use adopt::{AdoptError, Adopted, adopt, adopt_partitioned, foreign_objects};
 pub use maintenance::{Decision, decide, depth_bound};
 pub use plan::{Chain, InputObject, Plan, Ranged, Step, Window, max_depth, plan};
 pub use run::{compact, maintain};
@@ -121,6 +121,7 @@ impl CompactError {
             CompactError::Store(e) => e.is_invalid_input(),
             CompactError::Layout(e) => e.is_invalid_input(),
             CompactError::Load(e) => e.is_invalid_input(),
+            CompactError::Adopt(AdoptError::ExtraColumn(_)) => true,
             _ => false,
         }
     }

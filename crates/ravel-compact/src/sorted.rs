@@ -89,6 +89,7 @@ impl<'a> SortedLoad<'a> {
         if loader.layout().clustering_key.is_none() {
             return Err(CompactError::NotClustered(table.to_string()));
         }
+        loader.check_other_writers().await?;
         loader.set_spill(true)?;
         let paths = ravel_store::TablePaths::new(table)?;
         let scratch = Scratch::new(store.object_store().clone(), paths);

@@ -102,6 +102,13 @@ pub enum LayoutError {
 
     #[error("computing the clustering order")]
     Arrow(#[from] arrow::error::ArrowError),
+
+    /// Reading the Delta log of a table without a recorded schema, for the schema it declares.
+    #[error("reading the table's Delta log for its schema")]
+    Log(#[from] Box<ravel_log::LogError>),
+
+    #[error(transparent)]
+    DeclaredSchema(#[from] ravel_log::DeclaredSchemaError),
 }
 
 impl LayoutError {
@@ -116,6 +123,8 @@ impl LayoutError {
                 | LayoutError::Json { .. }
                 | LayoutError::UnsupportedFormat { .. }
                 | LayoutError::Arrow(_)
+                | LayoutError::Log(_)
+                | LayoutError::DeclaredSchema(_)
                 | LayoutError::Table(
                     ravel_store::StoreError::Probe { .. }
                         | ravel_store::StoreError::Open { .. }

@@ -17,4 +17,4 @@ pub use document::{
 pub use error::LayoutError;
 pub use maintenance::{MAX_POLICY_RUNS, Maintenance, MaintenanceMode};
 pub use order::{ClusteringOrder, clustering_permutation, normalized_order, time_bucket};
-pub use service::{LayoutStore, Updated};
+pub use service::{LayoutStore, TableSchema, Updated};

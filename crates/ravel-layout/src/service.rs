@@ -29,6 +29,16 @@ pub struct Updated {
     pub changed: bool,
 }
 
+/// A table's schema and where it comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableSchema {
+    pub schema: Schema,
+    /// Recorded by ravel-load (`<table>/_schema.json`); `false`: declared by the Delta
+    /// metadata of a table another Delta writer created, until ravel-load's first write
+    /// records it.
+    pub recorded: bool,
+}
+
 /// Reads and updates the layout document and the recorded schema of one table.
 #[derive(Debug, Clone)]
 pub struct LayoutStore {
@@ -94,8 +104,34 @@ impl LayoutStore {
         Ok(layout)
     }
 
-    /// The table's recorded schema, if any.
+    /// The table's schema: the recorded one, else the one the Delta metadata of its newest
+    /// version declares (a table another Delta writer created, see [`TableSchema`]); `None`
+    /// when it has neither.
     pub async fn schema(&self) -> Result<Option<Schema>, LayoutError> {
+        Ok(self.table_schema().await?.map(|s| s.schema))
+    }
+
+    /// The table's schema ([`LayoutStore::schema`]) and whether it is recorded.
+    pub async fn table_schema(&self) -> Result<Option<TableSchema>, LayoutError> {
+        if let Some(schema) = self.recorded_schema().await? {
+            return Ok(Some(TableSchema {
+                schema,
+                recorded: true,
+            }));
+        }
+        let log = ravel_log::TableLog::new(self.store.clone(), self.table.clone());
+        let snapshot = log.latest().await.map_err(Box::new)?;
+        match snapshot.declared_schema() {
+            None => Ok(None),
+            Some(declared) => Ok(Some(TableSchema {
+                schema: declared?,
+                recorded: false,
+            })),
+        }
+    }
+
+    /// The table's recorded schema (`_schema.json`), if any.
+    pub async fn recorded_schema(&self) -> Result<Option<Schema>, LayoutError> {
         let path = self.table.schema_doc();
         match self.store.get(&path).await {
             Ok(r) => {
@@ -117,7 +153,7 @@ impl LayoutStore {
     /// stored layout must be valid for the schema, or nothing is written.
     pub async fn record_schema(&self, schema: &Schema) -> Result<bool, LayoutError> {
         let schema = Schema::new(schema.fields().clone());
-        if let Some(existing) = self.schema().await? {
+        if let Some(existing) = self.recorded_schema().await? {
             return if existing == schema {
                 Ok(false)
             } else {

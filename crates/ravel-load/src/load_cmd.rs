@@ -192,6 +192,7 @@ pub fn run(args: LoadArgs) -> Result<()> {
             store.location()
         )
     };
+    take_in_partitioned(&args, &tier, &store)?;
     if args.compact {
         let opts = opts_for_compaction(&args, &tier)?;
         let files = ravel_loader::Files {
@@ -300,6 +301,31 @@ pub struct MaintenanceFailed {
     version: Option<u64>,
     #[source]
     source: ravel_compact::CompactError,
+}
+
+/// Takes in the objects another Delta writer added partitioned, if the table holds any, before
+/// the load: a load cannot publish next to them (see `ravel_compact::adopt_partitioned`).
+fn take_in_partitioned(args: &LoadArgs, tier: &Tier, store: &Store) -> Result<()> {
+    let opts = opts_for_compaction(args, tier)?;
+    let adopted = crate::runtime()?
+        .block_on(ravel_compact::adopt_partitioned(
+            store,
+            &args.table.name,
+            &opts,
+        ))
+        .with_context(|| {
+            format!(
+                "taking in the partitioned objects another Delta writer added to table {:?}, before the load",
+                args.table.name
+            )
+        })?;
+    if let Some(a) = adopted {
+        eprintln!(
+            "took in {} object(s), {} rows, another Delta writer added (partitioned), before the load: version {}",
+            a.objects, a.rows, a.version
+        );
+    }
+    Ok(())
 }
 
 fn opts_for_compaction(args: &LoadArgs, tier: &Tier) -> Result<ravel_compact::CompactOptions> {

@@ -76,6 +76,10 @@ impl Committer {
         if let Some(p) = ravel_log::published_in(&self.table, &newest, manifest)? {
             return Ok(Committed::AlreadyLive(p));
         }
+        // Other writers' objects that this version would leave unreadable, or that hold a
+        // column the table lacks (maintenance could never take them in): refused now, before
+        // anything is published.
+        crate::foreign::check(&self.store, &self.table, &newest, Some(&manifest.schema)).await?;
         let replacement = Replacement {
             orders: vec![None; manifest.objects.len()],
             written_bytes: spilled_bytes,

@@ -42,6 +42,35 @@ pub enum LoadError {
     #[error("input {input}: {message}")]
     Input { input: String, message: String },
 
+    /// An object another Delta writer added has a column the table lacks.
+    #[error(transparent)]
+    ForeignColumn(#[from] ravel_log::ExtraColumn),
+
+    /// The table holds objects another Delta writer partitioned: a load's version, which ends
+    /// the partitioning in the table's Delta metadata, would leave them without their
+    /// partition columns.
+    #[error(
+        "object {key}, which another Delta writer added in version {version}, is partitioned by \
+         {}: ravel-load's objects are not partitioned, and a load's version next to it would \
+         end the table's partitioning under it, so nothing was published. Take such objects in \
+         first (`ravel-load maintain`; `ravel-load load` does it itself), and `ravel-load layout \
+         --table {table} fence set` keeps partitioning writers out",
+        columns.join(", ")
+    )]
+    ForeignPartitioned {
+        table: String,
+        key: String,
+        version: u64,
+        columns: Vec<String>,
+    },
+
+    #[error("reading {key}, an object another Delta writer added")]
+    ForeignRead {
+        key: String,
+        #[source]
+        source: parquet::errors::ParquetError,
+    },
+
     /// An input (or the file its rejected rows go to) could not be opened, listed, read or
     /// written.
     #[error("input {input}: {}{source}", .step.lead())]
@@ -277,6 +306,8 @@ impl LoadError {
             | LoadError::Schema { .. }
             | LoadError::NestedNull { .. }
             | LoadError::Input { .. }
+            | LoadError::ForeignColumn(_)
+            | LoadError::ForeignPartitioned { .. }
             | LoadError::InputFailed { .. }
             | LoadError::NoTsvSchema { .. } => true,
             LoadError::Failed { source, .. } => source.is_invalid_input(),

@@ -8,6 +8,7 @@ mod columns;
 mod commit;
 mod encode;
 mod error;
+mod foreign;
 mod gather;
 pub mod kernels;
 mod loader;

@@ -124,6 +124,9 @@ pub struct Loader {
     opts: LoadOptions,
     schema: Option<SchemaRef>,
     recorded_schema: Option<arrow::datatypes::Schema>,
+    /// `recorded_schema` is recorded (else the Delta metadata declares it, or there is none):
+    /// the load records the table's schema when not.
+    schema_recorded: bool,
     /// Set with the schema, by the first batch.
     encoder: Option<Arc<RunEncoder>>,
     budget: Budget,
@@ -209,7 +212,9 @@ impl Loader {
             .map_err(ravel_layout::LayoutError::from)?;
         let layout = layout_store.load().await?;
         layout.validate()?;
-        let recorded_schema = layout_store.schema().await?;
+        let table_schema = layout_store.table_schema().await?;
+        let schema_recorded = table_schema.as_ref().is_some_and(|s| s.recorded);
+        let recorded_schema = table_schema.map(|s| s.schema);
         let table = layout_store.table().clone();
         let object_store = store.object_store().clone();
         let budget = Budget::new(opts.load_budget);
@@ -235,6 +240,7 @@ impl Loader {
             opts,
             schema: None,
             recorded_schema,
+            schema_recorded,
             encoder: None,
             budget,
             buffer: Vec::new(),
@@ -267,9 +273,24 @@ impl Loader {
         self.objects.iter().map(|o| o.bytes).sum()
     }
 
-    /// The table's recorded schema, if it has one.
+    /// The table's schema, if it has one: recorded, or declared by the Delta metadata of a
+    /// table another Delta writer created.
     pub fn table_schema(&self) -> Option<&arrow::datatypes::Schema> {
         self.recorded_schema.as_ref()
+    }
+
+    /// Checks, before anything is written, the objects other Delta writers added to the
+    /// table's newest version: none may be partitioned or have a column the table lacks (then
+    /// the load would fail at its commit). The commit checks again.
+    pub async fn check_other_writers(&self) -> Result<(), LoadError> {
+        let newest = self.committer.log().latest().await?;
+        crate::foreign::check(
+            &self.store,
+            &self.table,
+            &newest,
+            self.recorded_schema.as_ref(),
+        )
+        .await
     }
 
     /// The layout this load applies.
@@ -906,7 +927,7 @@ impl Loader {
                 .clone()
                 .unwrap_or_else(arrow::datatypes::Schema::empty),
         };
-        if self.schema.is_some() && self.recorded_schema.is_none() {
+        if self.schema.is_some() && !self.schema_recorded {
             self.layout_store.record_schema(&schema).await?;
         }
         Ok(Manifest {

@@ -575,6 +575,7 @@ pub async fn load_files_with(
     if let Some(published) = loader.consume(files.consumed()?).await? {
         return Ok(loader.published_already(published));
     }
+    loader.check_other_writers().await?;
     let result = feed_files(
         &mut loader,
         files.paths,

@@ -485,8 +485,12 @@ fn table_changes(
             ..ActionLine::default()
         });
     }
+    // Another writer's partitioning ends with ravel's first commit (which takes in or refuses
+    // its partitioned objects first): ravel's objects hold every column.
     let changed = base.metadata.as_ref().is_none_or(|old| {
-        old.schema_string != schema_string || &old.configuration != configuration
+        old.schema_string != schema_string
+            || &old.configuration != configuration
+            || !old.partition_columns.is_empty()
     });
     if changed {
         let mut meta = metadata(base.metadata.as_ref(), &m.schema, configuration.clone());

@@ -3,9 +3,18 @@
 //! a compaction or maintenance takes them back in (see `ravel-compact`'s adoption), sorted under
 //! the table's layout. Also the table features this build reads and writes: a table whose
 //! protocol lists another is refused, rather than read or written wrongly.
+//!
+//! Other writers may partition their objects (a column's value in the `add`'s
+//! `partitionValues`, not in the object: [`ForeignObject::partition_column`]) and may create the
+//! table: then its schema is the one the Delta metadata declares ([`Snapshot::declared_schema`]).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use arrow::array::{ArrayRef, StringArray, UInt32Array, new_null_array};
+use arrow::compute::CastOptions;
+use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use arrow::error::ArrowError;
 use ravel_manifest::ObjectEntry;
 use ravel_store::TablePaths;
 
@@ -49,6 +58,8 @@ pub struct ForeignObject {
     pub version: u64,
     /// Its Delta statistics, as its `add` carries them.
     pub stats: Option<String>,
+    /// Its partition columns and their values (`None`: null), which are not in the object.
+    pub partition_values: BTreeMap<String, Option<String>>,
 }
 
 impl ForeignObject {
@@ -66,6 +77,127 @@ impl ForeignObject {
             delta_stats: self.stats.clone(),
         }
     }
+
+    /// The values of partition column `field` for `rows` rows of the object: its partition
+    /// value parsed as the field's type (as Delta serializes it: `2021-07-01`,
+    /// `2021-07-01 08:00:00`...), or null; `None` when `field` is not one of its partition
+    /// columns.
+    pub fn partition_column(
+        &self,
+        field: &Field,
+        rows: usize,
+    ) -> Option<Result<ArrayRef, ArrowError>> {
+        let value = self.partition_values.get(field.name())?;
+        let Some(value) = value else {
+            return Some(Ok(new_null_array(field.data_type(), rows)));
+        };
+        let strict = CastOptions {
+            safe: false,
+            ..CastOptions::default()
+        };
+        let text = StringArray::from(vec![value.as_str()]);
+        Some(
+            arrow::compute::cast_with_options(&text, field.data_type(), &strict).and_then(|one| {
+                arrow::compute::take(&one, &UInt32Array::from(vec![0; rows]), None)
+            }),
+        )
+    }
+}
+
+/// An object another Delta writer added holds a column the table does not have (that
+/// writer's schema evolution, e.g. delta-rs's `schema_mode="merge"`): ravel-load neither drops
+/// it nor adds it to the table, and writes nothing.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "object {key}, which another Delta writer added in version {version}, has column {column:?}, \
+     which table {table:?} lacks; ravel-load adds no column to a table's schema, so nothing was \
+     published. Take the object out with that writer (restore the version before it, or rewrite \
+     its rows without the column), then `ravel-load layout --table {table} fence set` keeps \
+     other writers out"
+)]
+pub struct ExtraColumn {
+    pub table: String,
+    /// Path inside the store.
+    pub key: String,
+    pub version: u64,
+    pub column: String,
+}
+
+impl ForeignObject {
+    /// The error naming `column` of this object, which `table` lacks.
+    pub fn extra_column(&self, table: &str, column: &str) -> ExtraColumn {
+        ExtraColumn {
+            table: table.to_string(),
+            key: self.key.clone(),
+            version: self.version,
+            column: column.to_string(),
+        }
+    }
+}
+
+/// Why the schema a table's Delta metadata declares cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum DeclaredSchemaError {
+    #[error("the table's Delta schema (metaData schemaString) is not valid JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    #[error(
+        "column {column:?} of the table's Delta schema has type {delta_type}, which ravel-load does not read"
+    )]
+    Unreadable { column: String, delta_type: String },
+}
+
+/// The Arrow schema of a Delta `schemaString`: each Delta primitive type as the Arrow type
+/// readers read it as (`timestamp` as microseconds in UTC, `timestamp_ntz` without a zone),
+/// nullable as declared. Nested types, `void` and unknown types are refused, naming the column.
+pub fn arrow_schema(schema_string: &str) -> Result<Schema, DeclaredSchemaError> {
+    let v: serde_json::Value =
+        serde_json::from_str(schema_string).map_err(DeclaredSchemaError::NotJson)?;
+    let fields = v["fields"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let fields = fields
+        .iter()
+        .map(|f| {
+            let name = f["name"].as_str().unwrap_or_default();
+            let unreadable = || DeclaredSchemaError::Unreadable {
+                column: name.to_string(),
+                delta_type: f["type"].to_string(),
+            };
+            let data_type = f["type"]
+                .as_str()
+                .and_then(arrow_type)
+                .ok_or_else(unreadable)?;
+            let nullable = f["nullable"].as_bool().unwrap_or(true);
+            Ok(Field::new(name, data_type, nullable))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Schema::new(fields))
+}
+
+/// The Arrow type Delta primitive type `t` reads as.
+fn arrow_type(t: &str) -> Option<DataType> {
+    Some(match t {
+        "boolean" => DataType::Boolean,
+        "byte" => DataType::Int8,
+        "short" => DataType::Int16,
+        "integer" => DataType::Int32,
+        "long" => DataType::Int64,
+        "float" => DataType::Float32,
+        "double" => DataType::Float64,
+        "string" => DataType::Utf8,
+        "binary" => DataType::Binary,
+        "date" => DataType::Date32,
+        "timestamp" => DataType::Timestamp(TimeUnit::Microsecond, Some(Arc::from("UTC"))),
+        "timestamp_ntz" => DataType::Timestamp(TimeUnit::Microsecond, None),
+        _ => {
+            let (p, s) = t
+                .strip_prefix("decimal(")?
+                .strip_suffix(')')?
+                .split_once(',')?;
+            DataType::Decimal128(p.trim().parse().ok()?, s.trim().parse().ok()?)
+        }
+    })
 }
 
 impl Snapshot {
@@ -85,8 +217,17 @@ impl Snapshot {
                     .and_then(|v| v["numRecords"].as_u64()),
                 version: self.added_in.get(path).copied().unwrap_or(0),
                 stats: add.stats.clone(),
+                partition_values: add.partition_values.clone(),
             })
             .collect()
+    }
+
+    /// The schema the table's Delta metadata declares, in Arrow types (see [`arrow_schema`]);
+    /// `None` when the version has no metadata. A table another Delta writer created has no
+    /// recorded schema: this is its schema.
+    pub fn declared_schema(&self) -> Option<Result<Schema, DeclaredSchemaError>> {
+        let m = self.metadata.as_ref()?;
+        Some(arrow_schema(&m.schema_string))
     }
 
     /// Fails when the table's protocol lists a feature this build cannot read, or, with
@@ -231,6 +372,72 @@ mod tests {
             keep_others(None, protocol(None, None)),
             protocol(None, None)
         );
+    }
+
+    #[test]
+    fn a_declared_schema_reads_as_the_arrow_types_delta_readers_use() {
+        let declared = r#"{"type":"struct","fields":[
+            {"name":"a","type":"long","nullable":false,"metadata":{}},
+            {"name":"b","type":"timestamp","nullable":true,"metadata":{}},
+            {"name":"c","type":"timestamp_ntz","nullable":true,"metadata":{}},
+            {"name":"d","type":"decimal(10,2)","nullable":true,"metadata":{}},
+            {"name":"e","type":"date","nullable":true,"metadata":{}}]}"#;
+        let schema = arrow_schema(declared).unwrap();
+        let utc = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+        assert_eq!(
+            schema,
+            Schema::new(vec![
+                Field::new("a", DataType::Int64, false),
+                Field::new("b", utc, true),
+                Field::new("c", DataType::Timestamp(TimeUnit::Microsecond, None), true),
+                Field::new("d", DataType::Decimal128(10, 2), true),
+                Field::new("e", DataType::Date32, true),
+            ])
+        );
+        let nested = r#"{"type":"struct","fields":[{"name":"n","type":{"type":"array",
+            "elementType":"long","containsNull":true},"nullable":true,"metadata":{}}]}"#;
+        let err = arrow_schema(nested).unwrap_err().to_string();
+        assert!(err.contains("column \"n\""), "{err}");
+    }
+
+    #[test]
+    fn a_partition_value_reads_as_its_column_type_or_null() {
+        let object = ForeignObject {
+            key: "t/c=1/part-0.parquet".into(),
+            path: "c=1/part-0.parquet".into(),
+            bytes: 10,
+            rows: Some(3),
+            version: 1,
+            stats: None,
+            partition_values: [
+                ("c".to_string(), Some("-7".to_string())),
+                ("d".to_string(), Some("2021-07-01".to_string())),
+                ("t".to_string(), Some("2021-07-01 08:30:00".to_string())),
+                ("n".to_string(), None),
+                ("bad".to_string(), Some("x".to_string())),
+            ]
+            .into(),
+        };
+        let column =
+            |name: &str, t: DataType| object.partition_column(&Field::new(name, t, true), 3);
+        let c = column("c", DataType::Int16).unwrap().unwrap();
+        assert_eq!(c.as_ref(), &arrow::array::Int16Array::from(vec![-7; 3]));
+        let d = column("d", DataType::Date32).unwrap().unwrap();
+        assert_eq!(
+            d.as_ref(),
+            &arrow::array::Date32Array::from(vec![18_809; 3])
+        );
+        let ms = DataType::Timestamp(TimeUnit::Millisecond, None);
+        let t = column("t", ms).unwrap().unwrap();
+        let at = 1_625_128_200_000;
+        assert_eq!(
+            t.as_ref(),
+            &arrow::array::TimestampMillisecondArray::from(vec![at; 3])
+        );
+        let n = column("n", DataType::Utf8).unwrap().unwrap();
+        assert_eq!(n.null_count(), 3);
+        assert!(column("bad", DataType::Int32).unwrap().is_err());
+        assert!(column("other", DataType::Int32).is_none());
     }
 
     #[test]

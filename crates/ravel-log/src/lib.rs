@@ -49,7 +49,10 @@ pub use checksum::{ChecksumMismatch, Counts, VersionChecksum};
 pub use commit::{Commit, Committed, Operation, Published, published_in};
 pub use consumed::{Consumed, InputFile, InputsStand, Txn};
 pub use error::LogError;
-pub use foreign::{FENCE_FEATURE, FENCE_PROPERTY, ForeignObject, fenced};
+pub use foreign::{
+    DeclaredSchemaError, ExtraColumn, FENCE_FEATURE, FENCE_PROPERTY, ForeignObject, arrow_schema,
+    fenced,
+};
 pub use references::References;
 pub use schema::{
     DeltaSchema, NO_DELTA_VIEW_FEATURE, UnmappedColumn, delta_schema, delta_type, no_delta_view,

@@ -7,10 +7,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::catalog::Session;
 use datafusion::catalog::TableProvider;
-use datafusion::common::Result as DfResult;
+use datafusion::common::stats::Precision;
+use datafusion::common::{Result as DfResult, ScalarValue, Statistics};
 use datafusion::datasource::TableType;
 use datafusion::datasource::file_format::FileFormat;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
@@ -61,6 +63,10 @@ pub struct RavelTable {
     store_url: ObjectStoreUrl,
     pruner: Option<Pruner>,
     last_scan: Arc<Mutex<ScanCounts>>,
+    /// Per object another writer partitioned, by key: statistics that give each of its
+    /// partition columns its one value, which the Parquet reader then reads the column as (it
+    /// is not in the object).
+    partitioned: HashMap<String, Arc<Statistics>>,
 }
 
 impl RavelTable {
@@ -115,6 +121,10 @@ impl RavelTable {
             store_url,
             pruner: manifest_pruning.then(|| Pruner::new(file_schema)),
             last_scan: Arc::default(),
+            partitioned: foreign
+                .iter()
+                .filter_map(|f| Some((f.key.clone(), Arc::new(partitioned(file_schema, f)?))))
+                .collect(),
         }
     }
 
@@ -230,13 +240,50 @@ impl RavelTable {
                 groups.push(Vec::new());
             }
             run = Some(o.run);
-            groups
-                .last_mut()
-                .expect("pushed above")
-                .push(PartitionedFile::new(o.key.clone(), o.bytes));
+            let mut file = PartitionedFile::new(o.key.clone(), o.bytes);
+            if let Some(stats) = self.partitioned.get(&o.key) {
+                file = file.with_statistics(stats.clone());
+            }
+            groups.last_mut().expect("pushed above").push(file);
         }
         groups.into_iter().map(FileGroup::new).collect()
     }
+}
+
+/// The statistics of object `f` that give each of its partition columns (in the table's
+/// `schema`) its partition value, min = max and no nulls, or all nulls: the Parquet reader
+/// reads a column so described as that value. `None` when `f` is not partitioned. A value
+/// that does not parse as its column's type is left out (the column reads as null); adopting
+/// the object names it.
+fn partitioned(schema: &Schema, f: &ForeignObject) -> Option<Statistics> {
+    if f.partition_values.is_empty() {
+        return None;
+    }
+    let mut stats = Statistics::new_unknown(schema);
+    if let Some(rows) = f.rows {
+        stats.num_rows = Precision::Exact(rows as usize);
+    }
+    for (field, column) in schema.fields().iter().zip(&mut stats.column_statistics) {
+        let Some(values) = f.partition_column(field, 1) else {
+            continue;
+        };
+        let scalar = |v: ArrayRef| ScalarValue::try_from_array(&v, 0).map_err(|e| e.to_string());
+        let value = match values.map_err(|e| e.to_string()).and_then(scalar) {
+            Ok(value) => value,
+            Err(e) => {
+                tracing::warn!(key = %f.key, column = %field.name(), error = %e, "a partition value does not read as its column's type");
+                continue;
+            }
+        };
+        if value.is_null() {
+            column.null_count = stats.num_rows;
+        } else {
+            column.null_count = Precision::Exact(0);
+            column.min_value = Precision::Exact(value.clone());
+            column.max_value = Precision::Exact(value);
+        }
+    }
+    Some(stats)
 }
 
 #[async_trait]

@@ -3,6 +3,9 @@
 //! in one new file) and vacuums it. `ravel-load query` reads their objects, `verify` reports
 //! them as not clustered, maintenance and `compact` take them in, and the Delta kernel and
 //! ravel give the same answers at every step. With the fence set, delta-rs refuses to write.
+//! A partitioned overwrite is read and taken in with its partition values, a table only
+//! delta-rs wrote is queried, laid out and maintained, and an object with a column the table
+//! lacks is named, with nothing published.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -159,14 +162,132 @@ impl<'a> Table<'a> {
 
     /// The newest version as delta-rs opens it.
     async fn delta_rs(&self) -> deltalake_core::DeltaTable {
+        let mut table = self.delta_rs_unloaded();
+        table.load().await.unwrap();
+        table
+    }
+
+    /// The table as delta-rs finds it before reading its log (it may have none yet).
+    fn delta_rs_unloaded(&self) -> deltalake_core::DeltaTable {
         let (store, root, url) = self.delta();
         register_given_store(&url);
         deltalake_core::DeltaTableBuilder::from_url(url)
             .unwrap()
             .with_storage_backend(store, root)
-            .load()
-            .await
+            .build()
             .unwrap()
+    }
+
+    /// The first row `sql` gives as `ravel-load query --format csv` answers, its fields.
+    fn query(&self, sql: &str) -> Vec<String> {
+        let q = line(
+            &format!("query --store {} --table t --format csv", self.url),
+            &[sql],
+        );
+        let out = common::succeeds(self.cmd(&q)).0;
+        let row = out.lines().nth(1).unwrap_or_default();
+        row.split(',').map(String::from).collect()
+    }
+
+    /// Runs `args` on table `t`, which must fail with `code`; returns its stderr.
+    fn fails(&self, code: i32, args: &str) -> String {
+        let (command, rest) = args.split_once(' ').unwrap_or((args, ""));
+        let args = format!("{command} --store {} --table t {rest}", self.url);
+        let out = self.cmd(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(code), "{args}: {err}");
+        err
+    }
+
+    /// The versions in the table's log.
+    fn versions(&self) -> usize {
+        let log = self
+            .server
+            .root()
+            .join(&self.server.bucket)
+            .join("fw/t/_delta_log");
+        common::versions(&log)
+    }
+
+    /// (rows whose `s` is not null, rows whose `s` is "v3") as the Delta kernel reads them.
+    fn kernel_s(&self) -> (usize, usize) {
+        let (store, _, url) = self.delta();
+        let (mut set, mut v3) = (0, 0);
+        // With `k` beside it: the kernel fails a scan of partition columns alone.
+        for b in delta_scan(store, &url, &["k", "s"], None).unwrap() {
+            let s = b.column_by_name("s").unwrap();
+            let s = arrow::compute::cast(s, &DataType::Utf8).unwrap();
+            let s = s.as_string::<i32>();
+            set += s.iter().flatten().count();
+            v3 += s.iter().flatten().filter(|v| *v == "v3").count();
+        }
+        (set, v3)
+    }
+
+    /// What delta-rs's `write_deltalake(mode="overwrite", partition_by=[column])` commits: the
+    /// table replaced, partitioned by `column`, then rows `0..n` written in its partitions.
+    async fn delta_overwrite_partitioned(&self, column: &str, n: i64) {
+        let table = self.delta_rs().await;
+        let columns: Vec<_> = table
+            .snapshot()
+            .unwrap()
+            .schema()
+            .fields()
+            .cloned()
+            .collect();
+        let mut table = table
+            .create()
+            .with_columns(columns)
+            .with_partition_columns([column])
+            .with_save_mode(deltalake_core::protocol::SaveMode::Overwrite)
+            .await
+            .unwrap();
+        table.load().await.unwrap();
+        let mut writer = RecordBatchWriter::for_table(&table).unwrap();
+        writer.write(as_delta(&writer, &rows(0, n))).await.unwrap();
+        writer.flush_and_commit(&mut table).await.unwrap();
+    }
+
+    /// A table delta-rs creates (Delta types: long, timestamp, string, integer), with rows
+    /// `0..n` in two appends.
+    async fn delta_create(&self, n: i64) {
+        use deltalake_core::kernel::DataType as D;
+        let mut table = self
+            .delta_rs_unloaded()
+            .create()
+            .with_column("k", D::LONG, false, None)
+            .with_column("time", D::TIMESTAMP, false, None)
+            .with_column("s", D::STRING, true, None)
+            .with_column("u", D::INTEGER, false, None)
+            .await
+            .unwrap();
+        for (from, to) in [(0, n / 2), (n / 2, n)] {
+            let mut writer = RecordBatchWriter::for_table(&table).unwrap();
+            writer
+                .write(as_delta(&writer, &rows(from, to)))
+                .await
+                .unwrap();
+            writer.flush_and_commit(&mut table).await.unwrap();
+        }
+    }
+
+    /// An append of rows `from..to` with a column `x` the table lacks, its schema merged in
+    /// (delta-rs's `schema_mode="merge"`).
+    async fn delta_append_merging(&self, from: i64, to: i64) {
+        let mut table = self.delta_rs().await;
+        let mut writer = RecordBatchWriter::for_table(&table).unwrap();
+        let batch = as_delta(&writer, &rows(from, to));
+        let x: ArrayRef = Arc::new(Int64Array::from_iter_values(from..to));
+        let mut fields = batch.schema().fields().to_vec();
+        fields.push(Arc::new(Field::new("x", DataType::Int64, true)));
+        let mut columns = batch.columns().to_vec();
+        columns.push(x);
+        let wider = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap();
+        writer
+            .write_with_mode(wider, deltalake_core::writer::WriteMode::MergeSchema)
+            .await
+            .unwrap();
+        writer.flush_and_commit(&mut table).await.unwrap();
     }
 
     /// Appends rows `from..to` with delta-rs's writer.
@@ -412,4 +533,134 @@ fn a_table_with_a_feature_ravel_does_not_support_is_neither_read_nor_written() {
     // Nothing was committed over it.
     let listed = server.root().join(&server.bucket).join("fw/t/_delta_log");
     assert!(!listed.join(format!("{:020}.json", 2)).exists());
+}
+
+/// Rows `0..n` whose `s` is "v3".
+fn v3_rows(n: i64) -> usize {
+    (0..n).filter(|i| i % 13 == 3).count()
+}
+
+#[test]
+fn a_partitioned_overwrite_is_read_and_taken_in_with_its_partition_values() {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let t = Table::new(&server, dir.path());
+    let schema = dir.path().join("schema.parquet");
+    write_rows(&schema, 0, 1);
+    t.ok(&format!("layout schema set --from {}", p(&schema)));
+    t.ok("layout time set --column time");
+    t.ok("layout clustering-key set --column k --bucket-width 1d");
+    t.load(0, 3000, "--no-maintain");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+
+    // delta-rs replaces the table, partitioned by `s`: the column is in no object, only in
+    // each add's partitionValues. ravel reads it from there, as the kernel does.
+    rt.block_on(t.delta_overwrite_partitioned("s", 3000));
+    let partitions = t.verify()["foreign"].as_array().unwrap().len();
+    assert_eq!(partitions, 13);
+    assert_eq!(t.ravel(), expected(3000));
+    let counted =
+        |t: &Table| t.query("SELECT COUNT(s), SUM(CASE WHEN s = 'v3' THEN 1 ELSE 0 END) FROM t");
+    let by_s = vec![3000.to_string(), v3_rows(3000).to_string()];
+    assert_eq!(counted(&t), by_s);
+    assert_eq!(t.query("SELECT COUNT(*) FROM t WHERE s = 'v3'")[0], by_s[1]);
+    assert_eq!(t.kernel_s(), (3000, v3_rows(3000)));
+
+    // The next load takes them in first (its version could not stand beside them), then
+    // publishes: every row keeps its `s`, and the table is no longer partitioned.
+    let input = dir.path().join("more.parquet");
+    write_rows(&input, 3000, 4000);
+    let load = format!(
+        "load --store {} --table t --input {} --object-bytes 20000",
+        t.url,
+        p(&input)
+    );
+    let (_, err) = common::succeeds(t.cmd(&load));
+    assert!(err.contains("took in 13 object(s), 3000 rows"), "{err}");
+    let v = t.verify();
+    assert_eq!(
+        (v["foreign"].clone(), v["rows"].clone()),
+        (serde_json::json!([]), 4000.into())
+    );
+    assert_eq!(t.ravel(), expected(4000));
+    let by_s = vec![4000.to_string(), v3_rows(4000).to_string()];
+    assert_eq!(counted(&t), by_s);
+    assert_eq!(t.kernel(), kernel_expected(4000));
+    assert_eq!(t.kernel_s(), (4000, v3_rows(4000)));
+    let delta = rt.block_on(t.delta_rs());
+    let metadata = delta.snapshot().unwrap().metadata().clone();
+    assert!(metadata.partition_columns().is_empty());
+}
+
+#[test]
+fn a_table_only_delta_rs_wrote_is_queried_laid_out_and_maintained() {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let t = Table::new(&server, dir.path());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(t.delta_create(3000));
+
+    // The schema is the one the Delta metadata declares.
+    assert_eq!(t.ravel(), expected(3000));
+    let columns = t.ok("layout schema show");
+    assert!(
+        columns.starts_with("k\tInt64\ntime\tTimestamp(µs"),
+        "{columns}"
+    );
+    t.ok("layout time set --column time");
+    t.ok("layout clustering-key set --column k --bucket-width 1d");
+    let refused = t.fails(
+        2,
+        "layout clustering-key set --column nope --bucket-width 1d",
+    );
+    assert!(refused.contains("columns are: k, time, s, u"), "{refused}");
+
+    // Maintenance takes delta-rs's objects in under the layout; the table stays whole.
+    let maintained = t.json("maintain --object-bytes 20000");
+    assert_eq!(maintained["adopted"]["rows"], 3000, "{maintained}");
+    let v = t.verify();
+    assert_eq!(
+        (v["foreign"].clone(), v["rows"].clone()),
+        (serde_json::json!([]), 3000.into())
+    );
+    assert_eq!(t.ravel(), expected(3000));
+    assert_eq!(t.kernel(), kernel_expected(3000));
+    let compacted = t.json("compact --object-bytes 20000");
+    assert_eq!(compacted["depth_after"], 1, "{compacted}");
+    assert_eq!(t.ravel(), expected(3000));
+}
+
+#[test]
+fn an_object_with_a_column_the_table_lacks_is_named_and_nothing_is_published() {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let t = Table::new(&server, dir.path());
+    let schema = dir.path().join("schema.parquet");
+    write_rows(&schema, 0, 1);
+    t.ok(&format!("layout schema set --from {}", p(&schema)));
+    t.ok("layout time set --column time");
+    t.ok("layout clustering-key set --column k --bucket-width 1d");
+    t.load(0, 1000, "--no-maintain");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(t.delta_append_merging(1000, 2000));
+    let versions = t.versions();
+
+    let input = dir.path().join("more.parquet");
+    write_rows(&input, 2000, 3000);
+    let named = |err: &str| {
+        err.contains("part-")
+            && err.contains("has column \"x\", which table \"t\" lacks")
+            && err.contains("fence set")
+    };
+    for args in [
+        format!("load --input {} --object-bytes 20000", p(&input)),
+        format!("load --input {} --object-bytes 20000 --compact", p(&input)),
+        "compact".to_string(),
+        "maintain".to_string(),
+    ] {
+        let err = t.fails(2, &args);
+        assert!(named(&err), "{args}: {err}");
+    }
+    assert_eq!(t.versions(), versions);
+    assert_eq!(t.ravel(), expected(2000));
 }
