@@ -212,8 +212,35 @@ impl TableLog {
     }
 
     /// The versions from `first` on, oldest first (one LIST from there); checks they follow
-    /// on without a gap.
+    /// on without a gap, and that no checksum file lacks its entry ([`LogError::LostEntry`]).
     async fn versions_from(&self, first: u64) -> Result<Vec<u64>, LogError> {
+        // A directory listed while another process commits may show a new checksum file and
+        // not the entry written before it: an entry that is there after all means list again.
+        for _ in 0..3 {
+            match self.list_versions(first).await {
+                Err(LogError::LostEntry { version }) if self.entry_stored(version).await? => {}
+                other => return other,
+            }
+        }
+        self.list_versions(first).await
+    }
+
+    /// Whether the entry of `version` is stored (asked directly, not by listing).
+    async fn entry_stored(&self, version: u64) -> Result<bool, LogError> {
+        let path = self.table.log_entry(version);
+        match self.store.head(&path).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(source) => Err(LogError::Store {
+                what: "reading",
+                key: path.to_string(),
+                source,
+            }),
+        }
+    }
+
+    /// One listing of [`TableLog::versions_from`].
+    async fn list_versions(&self, first: u64) -> Result<Vec<u64>, LogError> {
         let dir = self.table.log_dir();
         let listing = match first {
             0 => self.store.list(Some(&dir)),

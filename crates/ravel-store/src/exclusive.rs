@@ -99,11 +99,11 @@ impl ExclusiveCreates {
             let claimed = Instant::now();
             self.inner.put(&claim, PutPayload::from_static(b"")).await?;
             let alone = self.alone(&dir, &claim).await;
-            let written = match alone {
-                Ok(true) if claimed.elapsed() < CLAIM_EXPIRY / 2 => Some(
-                    self.write_alone(location, payload.clone(), opts.clone())
-                        .await,
-                ),
+            let written: Option<Result<PutResult>> = match alone {
+                Ok(true) if claimed.elapsed() < CLAIM_EXPIRY / 2 => {
+                    let write = self.write_alone(location, payload.clone(), opts.clone(), claimed);
+                    write.await
+                }
                 Ok(_) => None,
                 Err(e) => Some(Err(e)),
             };
@@ -145,22 +145,25 @@ impl ExclusiveCreates {
         Ok(ours_listed)
     }
 
-    /// Writes `location` unless it is there, with no other writer claiming it.
+    /// Writes `location` unless it is there, with no other writer claiming it; `None` when
+    /// the claim, taken at `claimed`, grew too old to write under (the caller starts again).
     async fn write_alone(
         &self,
         location: &Path,
         payload: PutPayload,
         opts: PutOptions,
-    ) -> Result<PutResult> {
+        claimed: Instant,
+    ) -> Option<Result<PutResult>> {
         match self.inner.head(location).await {
-            Ok(_) => Err(object_store::Error::AlreadyExists {
+            Ok(_) => Some(Err(object_store::Error::AlreadyExists {
                 path: location.to_string(),
                 source: "created by another writer".into(),
-            }),
-            Err(object_store::Error::NotFound { .. }) => {
-                self.inner.put_opts(location, payload, opts).await
+            })),
+            Err(object_store::Error::NotFound { .. }) if claimed.elapsed() < CLAIM_EXPIRY / 2 => {
+                Some(self.inner.put_opts(location, payload, opts).await)
             }
-            Err(e) => Err(e),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => Some(Err(e)),
         }
     }
 }

@@ -268,7 +268,9 @@ mod tests {
         assert_eq!(read(&over, "u/c").await.as_deref(), Some("c"));
         assert_eq!(listed(&over, "t").await, ["t/a", "t/c"]);
         let top = o.list_with_delimiter(None).await.unwrap();
-        let prefixes: Vec<String> = top.common_prefixes.iter().map(Path::to_string).collect();
+        let mut prefixes: Vec<String> = top.common_prefixes.iter().map(Path::to_string).collect();
+        // `_ravel/` holds the capability record the first create probed for.
+        prefixes.retain(|p| p != "_ravel");
         assert_eq!(prefixes, ["t", "u"]);
 
         assert_eq!(read(&store, "t/a").await.as_deref(), Some("a"));

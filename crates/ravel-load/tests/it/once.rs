@@ -194,3 +194,25 @@ fn a_lost_newest_entry_is_reported_and_nothing_is_read_or_collected() {
     assert!(err.contains("lost version 1"), "{err}");
     assert_eq!(crate::common::entries(&store.join("hits/data")), objects);
 }
+
+#[test]
+fn a_checksum_file_that_disagrees_with_the_log_is_a_violation() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = hits_store(dir.path());
+    let s = p(&store);
+    let input = generated(dir.path(), "s0.parquet", 2_000, 1);
+    load_json(s, &input, "--no-maintain");
+    let crc = store.join("hits/_delta_log/00000000000000000000.crc");
+    let mut recorded: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&crc).unwrap()).unwrap();
+    recorded["numFiles"] = serde_json::json!(recorded["numFiles"].as_u64().unwrap() + 1);
+    std::fs::write(&crc, serde_json::to_vec(&recorded).unwrap()).unwrap();
+    let out = run(&format!("verify --store {s} --table hits --json"));
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let violations = report["violations"].to_string();
+    assert!(
+        violations.contains("log_damaged") && violations.contains("checksum file of version 0"),
+        "{report}"
+    );
+}
