@@ -84,6 +84,15 @@ fn print_report(r: &VerifyReport) {
             println!("  {o}");
         }
     }
+    if !r.unnamed_manifests.is_empty() {
+        println!(
+            "{} manifest(s) under _ravel/manifests/ that no version names (left by loads or compactions killed before their commit, or by a lost log entry):",
+            r.unnamed_manifests.len()
+        );
+        for m in &r.unnamed_manifests {
+            println!("  {m}");
+        }
+    }
     if r.removed > 0 {
         println!(
             "{} object(s) removed by compaction, {} still stored (gc deletes them after its retention)",

@@ -83,6 +83,8 @@ async fn verify_log(
         t.ensure_stored().await?;
     }
     let refs = check_version(&t, &snapshot, &live, opts.deep, &mut found).await?;
+    let unnamed_manifests =
+        objects::unnamed_manifests(t.store.as_ref(), &t.paths, &history).await?;
     let foreign = foreign::check_foreign(&t.store, &snapshot.foreign(&t.paths)).await;
     let figures = Figures::of(&live, &foreign);
     found.violations.extend(foreign.violations);
@@ -101,6 +103,7 @@ async fn verify_log(
         deep: opts.deep,
         violations: found.violations,
         orphans: objects::orphans(&stored, &refs),
+        unnamed_manifests,
         removed: refs.removed.len(),
         removed_stored: removed_stored(&stored, &refs),
         notes: found.notes,

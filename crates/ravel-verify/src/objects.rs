@@ -49,6 +49,37 @@ pub(crate) async fn stored(
     Ok(stored)
 }
 
+/// The manifests stored under `_ravel/manifests/` that no entry of `history` names (by its
+/// `commitInfo` or an `add`'s tag), sorted: written by loads or compactions killed before
+/// their commit, or evidence of an entry that was lost.
+pub(crate) async fn unnamed_manifests(
+    store: &dyn ObjectStore,
+    paths: &TablePaths,
+    history: &[ravel_log::LogEntry],
+) -> Result<Vec<String>, VerifyError> {
+    let mut named: std::collections::HashSet<String> = std::collections::HashSet::new();
+    for e in history {
+        if let Some(m) = e
+            .commit_info()
+            .and_then(|i| i["ravel"]["manifest"].as_str())
+        {
+            named.insert(paths.absolute(m));
+        }
+        let adds = e.actions.iter().filter_map(|a| a.add.as_ref());
+        named.extend(
+            adds.filter_map(|a| a.tag(ravel_log::TAG_MANIFEST))
+                .map(|m| paths.absolute(m)),
+        );
+    }
+    let mut unnamed: Vec<String> = list(store, &paths.commit_manifests_dir())
+        .await?
+        .into_iter()
+        .filter(|k| !named.contains(k))
+        .collect();
+    unnamed.sort();
+    Ok(unnamed)
+}
+
 /// The stored keys no version references, sorted.
 pub(crate) fn orphans(stored: &[String], refs: &References) -> Vec<String> {
     let mut orphans: Vec<String> = stored

@@ -112,6 +112,9 @@ pub struct VerifyReport {
     /// Objects under `data/` and sidecars under `_ravel/blooms/` that no version lists: left by
     /// loads or compactions that failed or were killed before their commit (`gc` collects them).
     pub orphans: Vec<String>,
+    /// Manifests under `_ravel/manifests/` that no version names: written by loads or
+    /// compactions killed before their commit (`gc` collects them), or left by a lost entry.
+    pub unnamed_manifests: Vec<String>,
     /// Objects (and sidecars) the current version no longer references (a compaction replaced them); readers of
     /// older versions may still read them until `gc` deletes them after its retention.
     pub removed: usize,
@@ -142,6 +145,7 @@ impl VerifyReport {
             deep: false,
             violations: vec![Violation::new(crate::delta::LOG, problem)],
             orphans: Vec::new(),
+            unnamed_manifests: Vec::new(),
             removed: 0,
             removed_stored: 0,
             notes: vec!["the log is damaged: nothing else was checked".into()],

@@ -193,6 +193,18 @@ fn a_lost_newest_entry_is_reported_and_nothing_is_read_or_collected() {
     let err = fails(1, &format!("gc --store {s} --table hits --older-than 0s"));
     assert!(err.contains("lost version 1"), "{err}");
     assert_eq!(crate::common::entries(&store.join("hits/data")), objects);
+    // The checksum file gone too, the log reads as version 0; the manifest that version 1
+    // wrote is still the evidence, and verify names it.
+    std::fs::remove_file(log.join("00000000000000000001.crc")).unwrap();
+    let report = json(&format!("verify --store {s} --table hits --json"));
+    assert_eq!(report["version"], 0, "{report}");
+    let unnamed = report["unnamed_manifests"].as_array().unwrap();
+    assert_eq!(unnamed.len(), 1, "{report}");
+    let text = ok(&format!("verify --store {s} --table hits"));
+    assert!(
+        text.contains("1 manifest(s) under _ravel/manifests/ that no version names"),
+        "{text}"
+    );
 }
 
 #[test]
