@@ -129,12 +129,43 @@ impl CompactError {
     /// The table changed while the compaction ran (another compaction removed an input),
     /// however deeply the log's error is wrapped.
     pub fn is_conflict(&self) -> bool {
-        match self {
+        let direct = match self {
             CompactError::Log(e) => e.is_conflict(),
             CompactError::Load(e) => e.is_conflict(),
             _ => false,
+        };
+        // Any other wrapping: the log's and the loader's errors anywhere in the chain of
+        // sources (a transparent variant's source is its inner error's source, so the
+        // variants above are matched first).
+        direct || conflict_in_sources(self)
+    }
+
+    /// The input the error is about, when it is about one input of a load (see
+    /// [`LoadError::failed_input`]).
+    pub fn failed_input(&self) -> Option<&str> {
+        match self {
+            CompactError::Load(e) => e.failed_input(),
+            _ => None,
         }
     }
+}
+
+/// Whether a log or loader error that is a conflict is among `e`'s sources.
+fn conflict_in_sources(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = e.source();
+    while let Some(s) = next {
+        if let Some(log) = s.downcast_ref::<LogError>() {
+            if log.is_conflict() {
+                return true;
+            }
+        } else if let Some(load) = s.downcast_ref::<LoadError>()
+            && load.is_conflict()
+        {
+            return true;
+        }
+        next = s.source();
+    }
+    false
 }
 
 /// Seconds spent per stage.

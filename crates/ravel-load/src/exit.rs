@@ -50,9 +50,12 @@ impl ExitStatus for crate::BadInput {
     }
 }
 
-impl ExitStatus for crate::load_cmd::MaintenanceFailed {
+impl ExitStatus for ravel_ingest::IngestError {
     fn code(&self) -> Option<u8> {
-        Some(4)
+        match self {
+            ravel_ingest::IngestError::MaintenanceFailed { .. } => Some(4),
+            other => input_or_failure(other.is_invalid_input()),
+        }
     }
 }
 
@@ -80,7 +83,7 @@ const DECIDERS: &[fn(&(dyn Error + 'static)) -> Option<u8>] = &[
     code_of::<ravel_advise::AdviseError>,
     code_of::<crate::BadInput>,
     code_of::<crate::gc_cmd::Blocked>,
-    code_of::<crate::load_cmd::MaintenanceFailed>,
+    code_of::<ravel_ingest::IngestError>,
 ];
 
 /// The exit code of a failed command: the first cause, outermost first, whose type decides;

@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use ravel_loader::{InputFormat, LoadOptions, LoadReport};
@@ -133,18 +133,11 @@ pub fn run(args: LoadArgs) -> Result<()> {
         }
         None => None,
     };
-    // A TSV has no header: into a table without a recorded schema it loads as hits.tsv (the
-    // raw convention, Binary strings).
-    let tsv = ravel_loader::TsvOptions {
-        schema: Some(ravel_hits::schema(ravel_hits::Convention::Raw(
-            ravel_hits::Strings::Binary,
-        ))),
-        bad_rows: ravel_loader::BadRows {
-            max: args.max_bad_rows,
-            rejects: rejects.clone(),
-            overwrite: args.overwrite_rejects,
-        },
-    };
+    let tsv = hits_tsv(ravel_loader::BadRows {
+        max: args.max_bad_rows,
+        rejects: rejects.clone(),
+        overwrite: args.overwrite_rejects,
+    });
     eprintln!(
         "geometry: {} tier; objects ~{} bytes, pipeline depth {}, load budget {} bytes, run trigger {} bytes, max flush delay {} s",
         tier.name,
@@ -192,54 +185,47 @@ pub fn run(args: LoadArgs) -> Result<()> {
             store.location()
         )
     };
-    take_in_partitioned(&args, &tier, &store)?;
-    if args.compact {
-        let opts = opts_for_compaction(&args, &tier)?;
-        let files = ravel_loader::Files {
-            paths: &args.input,
-            format,
-            tsv,
-            reload: args.reload,
-        };
-        let report = crate::runtime()?.block_on(sorted_load(
-            &store,
-            &args.table.name,
-            &opts,
-            &files,
-            progress,
-        ));
-        bar.finish_and_clear();
-        let report = report.with_context(context)?;
-        if !args.json {
-            print_sorted(&report);
+    let files = ravel_loader::Files {
+        paths: &args.input,
+        format,
+        tsv,
+        reload: args.reload,
+        identities: None,
+    };
+    let ingest = ravel_ingest::IngestOptions::new(opts)
+        .sorted(args.compact)
+        .maintain(!args.no_maintain);
+    let done = crate::runtime()?.block_on(ravel_ingest::ingest(
+        &store,
+        &args.table.name,
+        &files,
+        &ingest,
+        progress,
+    ));
+    bar.finish_and_clear();
+    let report = match done {
+        Ok(report) => report,
+        Err(ravel_ingest::IngestError::MaintenanceFailed { report, source }) => {
+            print_load(&args, &report, started.elapsed().as_secs_f64())?;
+            if args.json {
+                let mut json = load_json(&report)?;
+                json["maintenance"] = serde_json::json!({ "error": format!("{source:#}") });
+                println!("{}", serde_json::to_string_pretty(&json)?);
+            }
+            return Err(
+                ravel_ingest::IngestError::MaintenanceFailed { report, source }.into(),
+            );
         }
-        if let Some(why) = &report.no_delta_view {
-            eprintln!("note: {why}");
-        }
-        finish(&args, &tier, &store, serde_json::to_value(&report)?)?;
-    } else {
-        let files = ravel_loader::Files {
-            paths: &args.input,
-            format,
-            tsv,
-            reload: args.reload,
-        };
-        let report = crate::runtime()?.block_on(ravel_loader::load_files_with(
-            &store,
-            &args.table.name,
-            opts,
-            &files,
-            progress,
-        ));
-        bar.finish_and_clear();
-        let report = report.with_context(context)?;
-        if !args.json {
-            print_summary(&report, started.elapsed().as_secs_f64());
-        }
-        if let Some(why) = &report.no_delta_view {
-            eprintln!("note: {why}");
-        }
-        finish(&args, &tier, &store, serde_json::to_value(&report)?)?;
+        Err(e) => return Err(anyhow::Error::new(e).context(context())),
+    };
+    print_load(&args, &report, started.elapsed().as_secs_f64())?;
+    if args.json {
+        let mut json = load_json(&report)?;
+        json["maintenance"] = serde_json::to_value(report.maintenance.report())?;
+        println!("{}", serde_json::to_string_pretty(&json)?);
+    } else if let Some(r) = report.maintenance.report() {
+        print!("maintenance: ");
+        crate::compact_cmd::print_report(r);
     }
     if let Some(path) = rejects.filter(|p| p.exists() && modified(p) != rejects_before) {
         let left = std::fs::read_to_string(&path)
@@ -254,103 +240,52 @@ pub fn run(args: LoadArgs) -> Result<()> {
     Ok(())
 }
 
-/// Runs the table's maintenance step after a published load (unless `--no-maintain`), within
-/// the load's budget, and prints its report. JSON: the load's report with a `maintenance` key,
-/// the maintenance report; `null` when `--no-maintain` skipped it; `{"error": …}` when it failed
-/// (the load stands).
-fn finish(args: &LoadArgs, tier: &Tier, store: &Store, mut load: serde_json::Value) -> Result<()> {
-    let report = match args.no_maintain {
-        true => None,
-        false => {
-            let opts = opts_for_compaction(args, tier)?;
-            let done = crate::runtime()?.block_on(crate::maintain_cmd::after_load(
-                store,
-                &args.table.name,
-                &opts,
-            ));
-            if let (Err(e), true) = (&done, args.json) {
-                load["maintenance"] = serde_json::json!({ "error": format!("{e:#}") });
-                println!("{}", serde_json::to_string_pretty(&load)?);
-            }
-            done.map_err(|source| MaintenanceFailed {
-                table: args.table.name.clone(),
-                version: load["version"].as_u64(),
-                source,
-            })?
-        }
-    };
-    if args.json {
-        load["maintenance"] = serde_json::to_value(&report)?;
-        println!("{}", serde_json::to_string_pretty(&load)?);
-    } else if let Some(r) = &report {
-        print!("maintenance: ");
-        crate::compact_cmd::print_report(r);
+/// How `load` and `serve` read TSV: a TSV has no header, so into a table without a recorded
+/// schema it loads as hits.tsv (the raw convention, Binary strings).
+pub fn hits_tsv(bad_rows: ravel_loader::BadRows) -> ravel_loader::TsvOptions {
+    ravel_loader::TsvOptions {
+        schema: Some(ravel_hits::schema(ravel_hits::Convention::Raw(
+            ravel_hits::Strings::Binary,
+        ))),
+        bad_rows,
     }
-    Ok(())
 }
 
-/// A load whose rows are published, and whose maintenance step then failed: exit code 4. A
-/// rerun of the same command publishes nothing and retries the maintenance.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "published as version {}; maintaining table {table:?} after it failed (run the same command again: it publishes nothing and retries the maintenance)",
-    version.map_or("?".to_string(), |v| v.to_string())
-)]
-pub struct MaintenanceFailed {
-    table: String,
-    version: Option<u64>,
-    #[source]
-    source: ravel_compact::CompactError,
+/// The load's own report as JSON (the loader's, or the sorted load's), as `--json` prints it
+/// with a `maintenance` key beside.
+fn load_json(report: &ravel_ingest::IngestReport) -> Result<serde_json::Value> {
+    Ok(match &report.loaded {
+        ravel_ingest::Loaded::Runs(r) => serde_json::to_value(r)?,
+        ravel_ingest::Loaded::Sorted(r) => serde_json::to_value(r)?,
+    })
 }
 
-/// Takes in the objects another Delta writer added partitioned, if the table holds any, before
-/// the load: a load cannot publish next to them (see `ravel_compact::adopt_partitioned`).
-fn take_in_partitioned(args: &LoadArgs, tier: &Tier, store: &Store) -> Result<()> {
-    let opts = opts_for_compaction(args, tier)?;
-    let adopted = crate::runtime()?
-        .block_on(ravel_compact::adopt_partitioned(
-            store,
-            &args.table.name,
-            &opts,
-        ))
-        .with_context(|| {
-            format!(
-                "taking in the partitioned objects another Delta writer added to table {:?}, before the load",
-                args.table.name
-            )
-        })?;
-    if let Some(a) = adopted {
+/// Prints what the load did (text, unless `--json`) and the notes that go with it.
+fn print_load(args: &LoadArgs, report: &ravel_ingest::IngestReport, wall: f64) -> Result<()> {
+    if let Some(a) = &report.took_in {
         eprintln!(
             "took in {} object(s), {} rows, another Delta writer added (partitioned), before the load: version {}",
             a.objects, a.rows, a.version
         );
     }
-    Ok(())
-}
-
-fn opts_for_compaction(args: &LoadArgs, tier: &Tier) -> Result<ravel_compact::CompactOptions> {
-    Ok(ravel_compact::CompactOptions {
-        load: options(args, tier)?,
-        fan_in: None,
-        max_input_bytes: None,
-        dry_run: false,
-    })
-}
-
-/// `load --compact`: the rows published globally sorted (see `ravel_compact::SortedLoad`).
-async fn sorted_load(
-    store: &Store,
-    table: &str,
-    opts: &ravel_compact::CompactOptions,
-    files: &ravel_loader::Files<'_>,
-    progress: impl FnMut(u64, &ravel_loader::Loader),
-) -> Result<ravel_compact::SortedLoadReport, ravel_compact::CompactError> {
-    let mut load = ravel_compact::SortedLoad::new(store, table, opts).await?;
-    let fed = load.feed(files, progress);
-    match fed.await {
-        Ok(()) => load.finish().await,
-        Err(e) => Err(load.abandon(e).await),
+    let no_delta_view = match &report.loaded {
+        ravel_ingest::Loaded::Runs(r) => {
+            if !args.json {
+                print_summary(r, wall);
+            }
+            &r.no_delta_view
+        }
+        ravel_ingest::Loaded::Sorted(r) => {
+            if !args.json {
+                print_sorted(r);
+            }
+            &r.no_delta_view
+        }
+    };
+    if let Some(why) = no_delta_view {
+        eprintln!("note: {why}");
     }
+    Ok(())
 }
 
 fn print_sorted(r: &ravel_compact::SortedLoadReport) {

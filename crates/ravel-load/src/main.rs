@@ -1,5 +1,5 @@
 //! `ravel-load`: the command line of ravel-load. Thin: it parses, calls the libraries and
-//! explains their errors. Exit codes: 0 success, 1 failure, 2 bad input or usage.
+//! explains their errors. Exit codes: 0 success, 1 failure, 2 bad input or usage (see `exit`).
 
 mod advise_cmd;
 mod bench_queries_cmd;
@@ -14,6 +14,7 @@ mod load_cmd;
 mod logging;
 mod maintain_cmd;
 mod query_cmd;
+mod serve_cmd;
 mod verify_cmd;
 
 use std::process::ExitCode;
@@ -73,6 +74,9 @@ enum Command {
     /// Rank candidate layouts for a table by the bytes a log of statements would read under
     /// each, estimated on a sample of the table (`--apply` stores the recommended one).
     Advise(advise_cmd::AdviseArgs),
+    /// Keep tables loaded and clustered: load each landing file once, maintain the tables
+    /// under one budget, serve metrics and status over HTTP (SIGTERM or SIGINT stops it).
+    Serve(serve_cmd::ServeArgs),
     /// Print the load geometry this machine's memory selects.
     Tier {
         /// Print JSON.
@@ -125,6 +129,7 @@ fn run(command: Command) -> Result<()> {
         Command::Query(args) => query_cmd::run(args),
         Command::BenchQueries(args) => bench_queries_cmd::run(args),
         Command::Advise(args) => advise_cmd::run(args),
+        Command::Serve(args) => serve_cmd::run(args),
         Command::Tier { json } => {
             let tier = ravel_tier::Tier::detect()?;
             if json {

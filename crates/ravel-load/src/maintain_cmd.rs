@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 use clap::Args;
-use ravel_compact::{CompactError, CompactOptions, CompactReport, maintain};
+use ravel_compact::{CompactError, CompactOptions, CompactReport};
 use ravel_store::Store;
 use ravel_tier::Tier;
 
@@ -47,35 +47,10 @@ pub fn run(args: MaintainArgs) -> Result<()> {
 /// load's maintenance, a compaction) removed one of its inputs.
 const CONFLICT_RETRIES: usize = 3;
 
-/// The maintenance step a load ends with: `None` when the table has no clustering key (its
-/// objects keep arrival order; there is nothing to keep clustered). Two loads that end at
-/// once may pick the same merge: the one that loses plans again from the newest version.
-pub async fn after_load(
-    store: &Store,
-    table: &str,
-    opts: &CompactOptions,
-) -> Result<Option<CompactReport>, CompactError> {
-    match maintain_retrying(store, table, opts).await {
-        Ok(r) => Ok(Some(r)),
-        Err(CompactError::NotClustered(_)) => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-/// [`maintain`], planned again after a conflict, up to [`CONFLICT_RETRIES`] times.
 async fn maintain_retrying(
     store: &Store,
     table: &str,
     opts: &CompactOptions,
 ) -> Result<CompactReport, CompactError> {
-    let mut tries = 0;
-    loop {
-        match maintain(store, table, opts).await {
-            Err(e) if e.is_conflict() && tries < CONFLICT_RETRIES => {
-                tracing::info!(error = %e, "another writer changed the table; planning again");
-                tries += 1;
-            }
-            other => return other,
-        }
-    }
+    ravel_ingest::maintain_retrying(store, table, opts, CONFLICT_RETRIES).await
 }

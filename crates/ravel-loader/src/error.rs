@@ -286,7 +286,6 @@ impl LoadError {
         move |source| LoadError::Arrow { stage, source }
     }
 
-    /// True when the error is about the input or the request (exit code 2).
     /// A commit lost to a concurrent change it cannot be replayed over (see
     /// [`ravel_log::LogError::is_conflict`]), however deeply wrapped.
     pub fn is_conflict(&self) -> bool {
@@ -297,6 +296,22 @@ impl LoadError {
         }
     }
 
+    /// The input the error is about, as the load named it, when it is about one input (it
+    /// cannot be read, or its rows do not fit the table): loading the other inputs without
+    /// it may succeed.
+    pub fn failed_input(&self) -> Option<&str> {
+        match self {
+            LoadError::Schema { input, .. }
+            | LoadError::NestedNull { input, .. }
+            | LoadError::Input { input, .. }
+            | LoadError::InputFailed { input, .. }
+            | LoadError::NoTsvSchema { input } => Some(input),
+            LoadError::Failed { source, .. } => source.failed_input(),
+            _ => None,
+        }
+    }
+
+    /// True when the error is about the input or the request (exit code 2).
     pub fn is_invalid_input(&self) -> bool {
         match self {
             LoadError::Layout(e) => e.is_invalid_input(),

@@ -495,6 +495,11 @@ pub struct Files<'a> {
     pub tsv: TsvOptions,
     /// Load the files even when a version consumed them already: their rows then count twice.
     pub reload: bool,
+    /// What the files stand for in the log, one per path after glob expansion, when that is
+    /// not the files themselves: a local copy of a landing object is recorded as the object
+    /// (its URL, size and ETag), so that the object, not the copy, is loaded once. `None`:
+    /// each file's own identity ([`input_files`]).
+    pub identities: Option<Vec<InputFile>>,
 }
 
 impl<'a> Files<'a> {
@@ -505,13 +510,19 @@ impl<'a> Files<'a> {
             format,
             tsv: TsvOptions::default(),
             reload: false,
+            identities: None,
         }
     }
 
-    /// What a load of these files consumes: each file's identity ([`input_files`]).
+    /// What a load of these files consumes: each file's identity ([`input_files`]), or the
+    /// identities given for them.
     pub fn consumed(&self) -> Result<Consumed, LoadError> {
+        let inputs = match &self.identities {
+            Some(given) => given.clone(),
+            None => input_files(&expand_inputs(self.paths)?)?,
+        };
         Ok(Consumed {
-            inputs: input_files(&expand_inputs(self.paths)?)?,
+            inputs,
             reload: self.reload,
         })
     }

@@ -225,8 +225,9 @@ impl TableLog {
         self.list_versions(first).await
     }
 
-    /// Whether the entry of `version` is stored (asked directly, not by listing).
-    async fn entry_stored(&self, version: u64) -> Result<bool, LogError> {
+    /// Whether the entry of `version` is stored, asked with one HEAD, not a listing: how a
+    /// poller learns cheaply that a version was committed after the one it read.
+    pub async fn entry_stored(&self, version: u64) -> Result<bool, LogError> {
         let path = self.table.log_entry(version);
         match self.store.head(&path).await {
             Ok(_) => Ok(true),

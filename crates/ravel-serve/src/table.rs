@@ -1,0 +1,615 @@
+//! One table the service keeps: its landing prefix, what of it is pending, its log as last
+//! read, its figures. The service loop decides which table works next; a table does the work.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant, SystemTime};
+
+use ravel_compact::{CompactError, CompactReport};
+use ravel_ingest::{IngestError, IngestOptions};
+use ravel_loader::{Files, InputFile, LoadError};
+use ravel_log::{LogError, Snapshot, TableLog};
+use ravel_store::{Store, TablePaths};
+
+use crate::config::TableConfig;
+use crate::landing::{Landed, Landing, format_of};
+use crate::metrics::Metrics;
+use crate::status::{Decision, FailedFile, ReplacedFile, TableStatus};
+
+/// A table, its landing prefix and what the service knows of both.
+pub struct Table {
+    pub cfg: TableConfig,
+    opened: Option<Opened>,
+    pending: Vec<Landed>,
+    /// Files that failed, by `appId`: left out until their content changes.
+    failed: BTreeMap<String, FailedFile>,
+    replaced: BTreeMap<String, ReplacedFile>,
+    /// Names of consumed inputs, with their identities and versions (read when needed).
+    names: Option<BTreeMap<String, Consumption>>,
+    pub status: TableStatus,
+    /// The maintenance policy's next step on the newest version, as a dry run planned it.
+    maintenance: Option<Planned>,
+    last_load: Option<SystemTime>,
+    pub last_maintained: Option<Instant>,
+    next_gc: Option<Instant>,
+}
+
+/// The store and logs once they opened.
+struct Opened {
+    store: Store,
+    landing: Landing,
+    log: TableLog,
+    snapshot: Option<Snapshot>,
+}
+
+#[derive(Debug, Clone)]
+struct Consumption {
+    identity: InputFile,
+    version: u64,
+}
+
+/// A dry run's plan of the next maintenance step.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    pub merge: bool,
+    pub reason: String,
+    pub depth: usize,
+    pub bound: Option<usize>,
+}
+
+impl Planned {
+    /// How far the table is over its depth bound (0 within it).
+    pub fn over_bound(&self) -> usize {
+        self.depth.saturating_sub(self.bound.unwrap_or(usize::MAX))
+    }
+}
+
+/// What the service asks of a table's work.
+pub struct Work<'a> {
+    pub ingest: &'a IngestOptions,
+    pub tsv: &'a ravel_loader::TsvOptions,
+    pub metrics: &'a Metrics,
+}
+
+impl Table {
+    pub fn new(cfg: TableConfig) -> Table {
+        let status = TableStatus {
+            name: cfg.name.clone(),
+            store: cfg.store.clone(),
+            landing: cfg.landing.clone(),
+            next: Decision::new("wait", "not polled yet"),
+            ..TableStatus::default()
+        };
+        Table {
+            cfg,
+            opened: None,
+            pending: Vec::new(),
+            failed: BTreeMap::new(),
+            replaced: BTreeMap::new(),
+            names: None,
+            status,
+            maintenance: None,
+            last_load: None,
+            last_maintained: None,
+            next_gc: None,
+        }
+    }
+
+    /// Looks at the log (one HEAD, unless a version was committed) and the landing prefix
+    /// (one listing), and works out what is pending. A failure is reported in the status.
+    pub async fn poll(&mut self, work: &Work<'_>) {
+        match self.try_poll(work).await {
+            Ok(()) => {}
+            Err(e) => self.failed_with(work, format_chain(&*e)),
+        }
+        self.refresh_status();
+    }
+
+    /// Brings the status's figures and next decision up to date.
+    pub fn refresh_status(&mut self) {
+        let next = self.next_decision(SystemTime::now());
+        let s = &mut self.status;
+        let snapshot = self.opened.as_ref().and_then(|o| o.snapshot.as_ref());
+        // The figures change with the version only (rows are read from each object's stats).
+        if let Some(snapshot) = snapshot.filter(|n| n.version != s.version || s.version.is_none()) {
+            s.version = snapshot.version;
+            s.objects = snapshot.files().len();
+            s.stored_bytes = snapshot.files().values().map(|a| a.size).sum();
+            s.rows = snapshot.files().values().map(rows_of).sum();
+            s.write_amplification = snapshot
+                .totals
+                .as_ref()
+                .map_or(0.0, |t| t.write_amplification());
+        }
+        s.pending_files = self.pending.len();
+        s.pending_bytes = self.pending.iter().map(|f| f.identity.size).sum();
+        s.last_load_at = self.last_load.map(unix_secs);
+        s.failed_files = self.failed.values().cloned().collect();
+        s.replaced_files = self.replaced.values().cloned().collect();
+        s.next = next;
+    }
+
+    /// What the service does next on this table, and why.
+    fn next_decision(&self, now: SystemTime) -> Decision {
+        if self.opened.is_none() {
+            let why = self.status.last_error.clone().unwrap_or_default();
+            return Decision::new("wait", format!("the table cannot be opened: {why}"));
+        }
+        if let Some(oldest) = self.pending.first() {
+            return self.batch_decision(now, oldest);
+        }
+        match &self.maintenance {
+            Some(p) if p.merge => Decision::new("merge", p.reason.clone()),
+            Some(p) => {
+                let depth = match p.bound {
+                    Some(b) => format!("depth {} within bound {b}", p.depth),
+                    None => format!("depth {}, no bound", p.depth),
+                };
+                let said = format!("depth {}: ", p.depth);
+                let why = p.reason.strip_prefix(&said).unwrap_or(&p.reason);
+                Decision::new("nothing", format!("{depth}: {why}"))
+            }
+            None => Decision::new("nothing", "the table has no versions yet; no file is pending"),
+        }
+    }
+
+    fn batch_decision(&self, now: SystemTime, oldest: &Landed) -> Decision {
+        let (files, bytes) = (self.pending.len(), self.pending_bytes());
+        let waited = age(now, oldest.landed).as_secs_f64();
+        if bytes >= self.cfg.batch_bytes {
+            return Decision::new(
+                "load",
+                format!("{files} file(s), {bytes} bytes pending: the batch size {} is reached", self.cfg.batch_bytes),
+            );
+        }
+        let limit = self.cfg.batch_age.as_secs_f64();
+        if waited >= limit {
+            return Decision::new(
+                "load",
+                format!("{files} file(s), {bytes} bytes pending: the oldest waited {waited:.0} s, the batch age is {limit:.0} s"),
+            );
+        }
+        Decision::new(
+            "wait",
+            format!("{files} file(s), {bytes} bytes pending: a batch at {} bytes or in {:.0} s, when the oldest is {limit:.0} s old", self.cfg.batch_bytes, limit - waited),
+        )
+    }
+
+    async fn try_poll(&mut self, work: &Work<'_>) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        if self.opened.is_none() {
+            self.opened = Some(self.open().await?);
+        }
+        let changed = self.read_log().await?;
+        if changed || self.maintenance.is_none() {
+            self.plan_maintenance(work).await;
+        }
+        let listed = self.opened().landing.list().await?;
+        self.sort_landed(listed).await?;
+        Ok(())
+    }
+
+    async fn open(&self) -> Result<Opened, Box<dyn std::error::Error + Send + Sync>> {
+        let store = Store::open(&self.cfg.store)?;
+        let layout = ravel_layout::LayoutStore::new(&store, &self.cfg.name)?
+            .load()
+            .await?;
+        if layout.generation == 0 {
+            return Err(format!(
+                "table {:?} has no layout yet: set one (`ravel-load layout set --table {} …`) before the service loads it",
+                self.cfg.name, self.cfg.name
+            )
+            .into());
+        }
+        let log = TableLog::new(store.object_store().clone(), TablePaths::new(&self.cfg.name)?);
+        let landing = Landing::open(&self.cfg.landing, &self.cfg.pattern)?;
+        Ok(Opened {
+            store,
+            landing,
+            log,
+            snapshot: None,
+        })
+    }
+
+    fn opened(&self) -> &Opened {
+        self.opened.as_ref().expect("polled after opening")
+    }
+
+    /// Reads versions committed since the last look (by this service or any other writer).
+    /// Returns whether there were any.
+    async fn read_log(&mut self) -> Result<bool, LogError> {
+        let o = self.opened.as_mut().expect("opened");
+        let entries = match &mut o.snapshot {
+            None => {
+                o.snapshot = Some(o.log.latest().await?);
+                self.names = None;
+                return Ok(true);
+            }
+            Some(s) => {
+                if !o.log.entry_stored(s.next_version()).await? {
+                    return Ok(false);
+                }
+                o.log.catch_up(s).await?
+            }
+        };
+        if let Some(names) = &mut self.names {
+            for e in &entries {
+                add_names(names, e);
+            }
+        }
+        Ok(!entries.is_empty())
+    }
+
+    /// Splits the listing into pending files, files consumed already, files that failed
+    /// before (unchanged), and files replaced under a consumed name.
+    async fn sort_landed(&mut self, listed: Vec<Landed>) -> Result<(), LogError> {
+        let snapshot = self.opened().snapshot.as_ref().expect("read");
+        let unconsumed: Vec<Landed> = listed
+            .into_iter()
+            .filter(|f| snapshot.consumed_by(&f.identity).is_none())
+            .filter(|f| !self.failed.contains_key(&f.identity.app_id()))
+            .collect();
+        if !unconsumed.is_empty() && self.names.is_none() {
+            self.names = Some(self.read_names().await?);
+        }
+        let names = self.names.as_ref();
+        self.pending.clear();
+        for f in unconsumed {
+            match names.and_then(|n| n.get(&f.identity.name)) {
+                Some(c) if c.identity != f.identity => {
+                    if !self.replaced.contains_key(&f.identity.name) {
+                        tracing::warn!(table = %self.cfg.name, file = %f.identity.name, consumed_by = c.version, "a file replaced under a name the table consumed: not loaded again");
+                    }
+                    self.replaced.insert(
+                        f.identity.name.clone(),
+                        ReplacedFile {
+                            name: f.identity.name.clone(),
+                            size: f.identity.size,
+                            consumed_by: c.version,
+                        },
+                    );
+                }
+                _ => self.pending.push(f),
+            }
+        }
+        self.pending.sort_by_key(|f| (f.landed, f.identity.name.clone()));
+        Ok(())
+    }
+
+    /// The inputs every version consumed, by name, from the versions' `commitInfo`.
+    async fn read_names(&self) -> Result<BTreeMap<String, Consumption>, LogError> {
+        let o = self.opened();
+        let snapshot = o.snapshot.as_ref().expect("read");
+        let mut versions: Vec<u64> = snapshot
+            .txns()
+            .values()
+            .filter_map(|t| u64::try_from(t.version).ok())
+            .collect();
+        versions.sort_unstable();
+        versions.dedup();
+        let mut names = BTreeMap::new();
+        for v in versions {
+            // An entry a log cleanup removed names nothing; its inputs still count as consumed.
+            if let Ok(e) = o.log.entry(v).await {
+                add_names(&mut names, &e);
+            }
+        }
+        Ok(names)
+    }
+
+    /// Whether a batch is due: its bytes reach the batch size, its oldest file waited the
+    /// batch age, or (`drain`) anything is pending at all.
+    pub fn batch_due(&self, now: SystemTime, drain: bool) -> bool {
+        let Some(oldest) = self.pending.first() else {
+            return false;
+        };
+        drain
+            || self.pending_bytes() >= self.cfg.batch_bytes
+            || age(now, oldest.landed) >= self.cfg.batch_age
+    }
+
+    /// When the oldest pending file comes of batch age.
+    pub fn batch_due_in(&self, now: SystemTime) -> Option<Duration> {
+        let oldest = self.pending.first()?;
+        Some(self.cfg.batch_age.saturating_sub(age(now, oldest.landed)))
+    }
+
+    fn pending_bytes(&self) -> u64 {
+        self.pending.iter().map(|f| f.identity.size).sum()
+    }
+
+    /// The oldest pending file's landing time (loads go oldest first across tables).
+    pub fn oldest_pending(&self) -> Option<SystemTime> {
+        self.pending.first().map(|f| f.landed)
+    }
+
+    /// The pending files of the next batch: oldest first, up to the batch size (at least one).
+    fn next_batch(&self) -> Vec<Landed> {
+        let mut bytes = 0;
+        let mut batch = Vec::new();
+        for f in &self.pending {
+            if !batch.is_empty() && bytes + f.identity.size > self.cfg.batch_bytes {
+                break;
+            }
+            bytes += f.identity.size;
+            batch.push(f.clone());
+        }
+        batch
+    }
+
+    /// The maintenance step planned, when it merges.
+    pub fn planned_merge(&self) -> Option<&Planned> {
+        self.maintenance.as_ref().filter(|p| p.merge)
+    }
+}
+
+impl Table {
+    /// Loads the next batch (the ingestion call, maintenance apart: the service schedules it).
+    pub async fn load_batch(&mut self, work: &Work<'_>) {
+        let batch = self.next_batch();
+        if batch.is_empty() {
+            return;
+        }
+        let started = Instant::now();
+        let outcome = self.ingest(work, &batch).await;
+        match outcome {
+            Ok(report) => self.loaded(work, &batch, &report, started),
+            Err(e) => self.load_failed(work, &batch, &e),
+        }
+        // The batch's files are consumed now, or failed, or wait for the next poll.
+        self.pending.clear();
+        if let Err(e) = self.read_log().await {
+            self.failed_with(work, e.to_string());
+        }
+        self.plan_maintenance(work).await;
+        self.refresh_status();
+    }
+
+    async fn ingest(
+        &self,
+        work: &Work<'_>,
+        batch: &[Landed],
+    ) -> Result<ravel_ingest::IngestReport, BatchFailure> {
+        let o = self.opened();
+        let scratch = tempfile::tempdir().map_err(|e| BatchFailure::whole(e.into()))?;
+        let paths = o
+            .landing
+            .local_paths(batch, scratch.path())
+            .await
+            .map_err(|e| BatchFailure::whole(e.into()))?;
+        let files = Files {
+            paths: &paths,
+            format: format_of(&batch[0].identity.name),
+            tsv: work.tsv.clone(),
+            reload: false,
+            identities: Some(batch.iter().map(|f| f.identity.clone()).collect()),
+        };
+        let opts = work.ingest.clone().maintain(false);
+        let report = ravel_ingest::ingest(&o.store, &self.cfg.name, &files, &opts, |_, _| {}).await;
+        report.map_err(|e| BatchFailure::of_load(e, &paths))
+    }
+
+    fn loaded(
+        &mut self,
+        work: &Work<'_>,
+        batch: &[Landed],
+        report: &ravel_ingest::IngestReport,
+        started: Instant,
+    ) {
+        let now = SystemTime::now();
+        tracing::info!(table = %self.cfg.name, files = batch.len(), rows = report.rows, version = ?report.version, already_published = report.already_published, wall_s = started.elapsed().as_secs_f64(), "loaded a batch");
+        if !report.already_published {
+            self.status.loads += 1;
+            self.last_load = Some(now);
+            work.metrics.loaded(&self.cfg.name, batch, report.rows, now);
+        }
+        self.status.last_error = None;
+    }
+
+    fn load_failed(&mut self, work: &Work<'_>, batch: &[Landed], failure: &BatchFailure) {
+        let error = format_chain(&*failure.error);
+        if let Some(f) = failure.file.map(|i| &batch[i]) {
+            tracing::warn!(table = %self.cfg.name, file = %f.identity.name, %error, "a landed file cannot be loaded: left out until it changes");
+            self.failed.insert(
+                f.identity.app_id(),
+                FailedFile {
+                    name: f.identity.name.clone(),
+                    size: f.identity.size,
+                    error,
+                },
+            );
+            work.metrics.failed(&self.cfg.name);
+            self.status.failures += 1;
+            return;
+        }
+        if failure.partly_consumed {
+            // Another writer loaded some of these files meanwhile: the next poll leaves them out.
+            tracing::info!(table = %self.cfg.name, %error, "another writer loaded part of the batch; cutting it again");
+            return;
+        }
+        self.failed_with(work, error);
+    }
+
+    /// Applies the maintenance policy (planned again after conflicts).
+    pub async fn maintain(&mut self, work: &Work<'_>) {
+        let o = self.opened();
+        let opts = work.ingest.compact_options();
+        let done = ravel_ingest::maintain_retrying(
+            &o.store,
+            &self.cfg.name,
+            &opts,
+            work.ingest.conflict_retries,
+        )
+        .await;
+        self.last_maintained = Some(Instant::now());
+        match done {
+            Ok(r) => {
+                tracing::info!(table = %self.cfg.name, steps = r.steps, reason = %r.reason, depth_before = r.depth_before, depth_after = r.depth_after, written_bytes = r.written_bytes, "maintained");
+                self.status.merges += r.steps as u64;
+                work.metrics.merged(&self.cfg.name, r.steps as u64, r.written_bytes);
+                self.status.last_error = None;
+            }
+            Err(e) => self.failed_with(work, format_chain(&e)),
+        }
+        if let Err(e) = self.read_log().await {
+            self.failed_with(work, e.to_string());
+        }
+        self.plan_maintenance(work).await;
+        self.refresh_status();
+    }
+
+    /// Plans the policy's next step on the newest version with a dry run (nothing written).
+    async fn plan_maintenance(&mut self, work: &Work<'_>) {
+        let Some(o) = &self.opened else {
+            return;
+        };
+        if o.snapshot.as_ref().is_none_or(|s| s.version.is_none()) {
+            self.maintenance = None;
+            return;
+        }
+        let mut opts = work.ingest.compact_options();
+        opts.dry_run = true;
+        self.maintenance = match ravel_compact::maintain(&o.store, &self.cfg.name, &opts).await {
+            Ok(r) => Some(planned(&r)),
+            Err(CompactError::NotClustered(_)) => Some(Planned {
+                merge: false,
+                reason: "the table has no clustering key: its objects keep arrival order".into(),
+                depth: 0,
+                bound: None,
+            }),
+            Err(e) => {
+                self.failed_with(work, format!("planning maintenance: {}", format_chain(&e)));
+                None
+            }
+        };
+        if let Some(p) = &self.maintenance {
+            self.status.depth = p.depth;
+            self.status.depth_bound = p.bound;
+        }
+    }
+
+    /// Runs `gc` when its interval has passed since the last run (the first run one interval
+    /// after the service started).
+    pub async fn gc_if_due(&mut self, work: &Work<'_>) {
+        let (Some(o), false) = (&self.opened, self.cfg.gc_interval.is_zero()) else {
+            return;
+        };
+        let now = Instant::now();
+        let due = *self.next_gc.get_or_insert(now + self.cfg.gc_interval);
+        if now < due {
+            return;
+        }
+        self.next_gc = Some(now + self.cfg.gc_interval);
+        let opts = ravel_gc::GcOptions::new(self.cfg.gc_retention, false);
+        match ravel_gc::gc(&o.store, &self.cfg.name, &opts).await {
+            Ok(r) => tracing::info!(table = %self.cfg.name, deleted = r.deleted, deleted_bytes = r.deleted_bytes, blocked_by = r.blocked_by.len(), "gc"),
+            Err(e) => self.failed_with(work, format!("gc: {}", format_chain(&e))),
+        }
+    }
+
+    fn failed_with(&mut self, work: &Work<'_>, error: String) {
+        tracing::warn!(table = %self.cfg.name, %error, "failed");
+        self.status.failures += 1;
+        self.status.last_error = Some(error);
+        work.metrics.failed(&self.cfg.name);
+    }
+}
+
+/// Why a batch failed, and the file it failed on when one file did.
+struct BatchFailure {
+    error: Box<dyn std::error::Error + Send + Sync>,
+    /// The index in the batch of the file the error is about.
+    file: Option<usize>,
+    /// Another writer consumed some of the batch's files first.
+    partly_consumed: bool,
+}
+
+impl BatchFailure {
+    fn whole(error: Box<dyn std::error::Error + Send + Sync>) -> BatchFailure {
+        BatchFailure {
+            error,
+            file: None,
+            partly_consumed: false,
+        }
+    }
+
+    /// `e` from a load of `paths` (the batch's files, or their local copies).
+    fn of_load(e: IngestError, paths: &[std::path::PathBuf]) -> BatchFailure {
+        let file = e
+            .failed_input()
+            .and_then(|input| paths.iter().position(|p| p.display().to_string() == input));
+        let partly_consumed = is_partly_consumed(&e);
+        BatchFailure {
+            error: Box::new(e),
+            file,
+            partly_consumed,
+        }
+    }
+}
+
+/// Whether the load refused because a version consumed some of its inputs already.
+fn is_partly_consumed(e: &IngestError) -> bool {
+    let log = match e {
+        IngestError::Load(CompactError::Log(l)) => l,
+        IngestError::Load(CompactError::Load(LoadError::Log(l))) => l,
+        _ => return false,
+    };
+    matches!(log, LogError::PartlyConsumed { .. })
+}
+
+/// Adds the inputs `entry` consumed (its `commitInfo.ravel.inputs`) to `names`.
+fn add_names(names: &mut BTreeMap<String, Consumption>, entry: &ravel_log::LogEntry) {
+    let Some(inputs) = entry
+        .commit_info()
+        .and_then(|c| c["ravel"]["inputs"].as_array())
+    else {
+        return;
+    };
+    for input in inputs {
+        if let Ok(identity) = serde_json::from_value::<InputFile>(input.clone()) {
+            let version = entry.version;
+            names.insert(identity.name.clone(), Consumption { identity, version });
+        }
+    }
+}
+
+fn planned(r: &CompactReport) -> Planned {
+    Planned {
+        merge: r.input_objects > 0,
+        reason: r.reason.clone(),
+        depth: r.depth_before,
+        bound: r.depth_bound,
+    }
+}
+
+fn age(now: SystemTime, landed: SystemTime) -> Duration {
+    now.duration_since(landed).unwrap_or(Duration::ZERO)
+}
+
+/// An error and its causes, joined by ": ", a cause left out when the one before holds it.
+pub fn format_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = vec![e.to_string()];
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !parts.last().is_some_and(|before| before.contains(&text)) {
+            parts.push(text);
+        }
+        next = cause.source();
+    }
+    parts.join(": ")
+}
+
+/// An object's rows, from its Delta statistics.
+fn rows_of(add: &ravel_log::Add) -> u64 {
+    add.stats
+        .as_deref()
+        .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
+        .and_then(|v| v["numRecords"].as_u64())
+        .unwrap_or(0)
+}
+
+/// Seconds since the Unix epoch.
+pub fn unix_secs(t: SystemTime) -> f64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
+}
