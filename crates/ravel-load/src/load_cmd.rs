@@ -212,9 +212,7 @@ pub fn run(args: LoadArgs) -> Result<()> {
                 json["maintenance"] = serde_json::json!({ "error": format!("{source:#}") });
                 println!("{}", serde_json::to_string_pretty(&json)?);
             }
-            return Err(
-                ravel_ingest::IngestError::MaintenanceFailed { report, source }.into(),
-            );
+            return Err(ravel_ingest::IngestError::MaintenanceFailed { report, source }.into());
         }
         Err(e) => return Err(anyhow::Error::new(e).context(context())),
     };

@@ -210,10 +210,14 @@ mod tests {
     #[test]
     fn a_misspelt_or_missing_or_bad_key_is_named() {
         let misspelt = MINIMAL.replace("pattern", "patern");
-        let e = Config::parse(&misspelt, "serve.toml").unwrap_err().to_string();
+        let e = Config::parse(&misspelt, "serve.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("patern"), "{e}");
         let missing = MINIMAL.replace("landing = \"./landing/hits\"", "");
-        let e = Config::parse(&missing, "serve.toml").unwrap_err().to_string();
+        let e = Config::parse(&missing, "serve.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("landing"), "{e}");
         let bad = format!("{MINIMAL}batch_age = \"soon\"\n");
         let e = Config::parse(&bad, "serve.toml").unwrap_err().to_string();

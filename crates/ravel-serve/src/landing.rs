@@ -147,7 +147,10 @@ impl Landing {
                 continue;
             }
             let landed = SystemTime::from(meta.last_modified);
-            let version = meta.e_tag.clone().unwrap_or_else(|| nanos(landed).to_string());
+            let version = meta
+                .e_tag
+                .clone()
+                .unwrap_or_else(|| nanos(landed).to_string());
             found.push(Landed {
                 identity: InputFile {
                     name: format!("{}/{}", store.location(), meta.location),

@@ -88,22 +88,78 @@ impl Metrics {
     }
 
     fn register(&self, r: &mut Registry) {
-        r.register("table_rows", "Rows in the table's newest version", self.rows.clone());
-        r.register("table_objects", "Objects in the table's newest version", self.objects.clone());
-        r.register("table_stored_bytes", "Bytes of the newest version's objects", self.stored_bytes.clone());
-        r.register("table_depth", "Deepest overlap of the table's objects", self.depth.clone());
-        r.register("table_depth_bound", "Deepest overlap the maintenance policy allows (-1: no bound)", self.depth_bound.clone());
-        r.register("table_write_amplification", "Bytes merges wrote over bytes loads published since the table was last one sequence", self.write_amplification.clone());
-        r.register("pending_files", "Landed files no version consumed yet", self.pending_files.clone());
-        r.register("pending_bytes", "Bytes of the pending landed files", self.pending_bytes.clone());
-        r.register("seconds_since_last_load", "Seconds since this process last published a load (-1: none yet)", self.since_last_load.clone());
+        r.register(
+            "table_rows",
+            "Rows in the table's newest version",
+            self.rows.clone(),
+        );
+        r.register(
+            "table_objects",
+            "Objects in the table's newest version",
+            self.objects.clone(),
+        );
+        r.register(
+            "table_stored_bytes",
+            "Bytes of the newest version's objects",
+            self.stored_bytes.clone(),
+        );
+        r.register(
+            "table_depth",
+            "Deepest overlap of the table's objects",
+            self.depth.clone(),
+        );
+        r.register(
+            "table_depth_bound",
+            "Deepest overlap the maintenance policy allows (-1: no bound)",
+            self.depth_bound.clone(),
+        );
+        r.register(
+            "table_write_amplification",
+            "Bytes merges wrote over bytes loads published since the table was last one sequence",
+            self.write_amplification.clone(),
+        );
+        r.register(
+            "pending_files",
+            "Landed files no version consumed yet",
+            self.pending_files.clone(),
+        );
+        r.register(
+            "pending_bytes",
+            "Bytes of the pending landed files",
+            self.pending_bytes.clone(),
+        );
+        r.register(
+            "seconds_since_last_load",
+            "Seconds since this process last published a load (-1: none yet)",
+            self.since_last_load.clone(),
+        );
         r.register("loads", "Batches published", self.loads.clone());
-        r.register("files_loaded", "Landed files published", self.files_loaded.clone());
-        r.register("rows_loaded", "Rows published by loads", self.rows_loaded.clone());
+        r.register(
+            "files_loaded",
+            "Landed files published",
+            self.files_loaded.clone(),
+        );
+        r.register(
+            "rows_loaded",
+            "Rows published by loads",
+            self.rows_loaded.clone(),
+        );
         r.register("merges", "Maintenance steps committed", self.merges.clone());
-        r.register("merge_written_bytes", "Bytes maintenance merges wrote", self.merge_written_bytes.clone());
-        r.register("failures", "Failed polls, loads, merges and gc runs, and files that failed", self.failures.clone());
-        r.register("landing_to_visible_seconds", "From a file's landing (its modification time) to the version that publishes it", self.latency.clone());
+        r.register(
+            "merge_written_bytes",
+            "Bytes maintenance merges wrote",
+            self.merge_written_bytes.clone(),
+        );
+        r.register(
+            "failures",
+            "Failed polls, loads, merges and gc runs, and files that failed",
+            self.failures.clone(),
+        );
+        r.register(
+            "landing_to_visible_seconds",
+            "From a file's landing (its modification time) to the version that publishes it",
+            self.latency.clone(),
+        );
     }
 
     fn label(table: &str) -> TableLabel {
@@ -116,7 +172,9 @@ impl Metrics {
     pub fn loaded(&self, table: &str, files: &[Landed], rows: u64, visible: SystemTime) {
         let l = Metrics::label(table);
         self.loads.get_or_create(&l).inc();
-        self.files_loaded.get_or_create(&l).inc_by(files.len() as u64);
+        self.files_loaded
+            .get_or_create(&l)
+            .inc_by(files.len() as u64);
         self.rows_loaded.get_or_create(&l).inc_by(rows);
         let h = self.latency.get_or_create(&l);
         for f in files {
@@ -128,7 +186,9 @@ impl Metrics {
     pub fn merged(&self, table: &str, steps: u64, written_bytes: u64) {
         let l = Metrics::label(table);
         self.merges.get_or_create(&l).inc_by(steps);
-        self.merge_written_bytes.get_or_create(&l).inc_by(written_bytes);
+        self.merge_written_bytes
+            .get_or_create(&l)
+            .inc_by(written_bytes);
     }
 
     pub fn failed(&self, table: &str) {
@@ -140,7 +200,8 @@ impl Metrics {
         for t in tables {
             let l = Metrics::label(&t.name);
             let int = |g: &IntGauges, v: u64| {
-                g.get_or_create(&l).set(i64::try_from(v).unwrap_or(i64::MAX));
+                g.get_or_create(&l)
+                    .set(i64::try_from(v).unwrap_or(i64::MAX));
             };
             int(&self.rows, t.rows);
             int(&self.objects, t.objects as u64);
@@ -158,7 +219,12 @@ impl Metrics {
                 .get_or_create(&l)
                 .set(t.seconds_since_last_load.unwrap_or(-1.0));
             // Counters exist from the start, at 0.
-            for c in [&self.loads, &self.merges, &self.failures, &self.files_loaded] {
+            for c in [
+                &self.loads,
+                &self.merges,
+                &self.failures,
+                &self.files_loaded,
+            ] {
                 let _ = c.get_or_create(&l);
             }
         }

@@ -87,7 +87,9 @@ pub struct Service {
 
 impl Service {
     pub fn new(config: Config, opts: ServeOptions) -> Service {
-        let tables: Vec<Table> = config.tables.into_iter().map(Table::new).collect();
+        let tables: Vec<Table> = (config.tables.into_iter())
+            .map(|t| Table::new(t, opts.once))
+            .collect();
         let shared = Arc::new(Shared {
             statuses: Mutex::new(tables.iter().map(|t| t.status.clone()).collect()),
             metrics: Metrics::new(),
@@ -152,7 +154,7 @@ impl Service {
     fn next_step(&self) -> Option<Step> {
         let now = SystemTime::now();
         let load = (self.tables.iter().enumerate())
-            .filter(|(_, t)| t.batch_due(now, self.opts.once))
+            .filter(|(_, t)| t.batch_due(now))
             .min_by_key(|(_, t)| t.oldest_pending());
         if let Some((i, _)) = load {
             return Some(Step::Load(i));
@@ -213,7 +215,10 @@ async fn run_step(
         _ = &mut fut => return,
         _ = shutdown.cancelled() => {}
     }
-    tracing::info!(grace_s = grace.as_secs_f64(), "stopping: the step in progress may finish");
+    tracing::info!(
+        grace_s = grace.as_secs_f64(),
+        "stopping: the step in progress may finish"
+    );
     if tokio::time::timeout(grace, &mut fut).await.is_err() {
         tracing::warn!("stopping: abandoned the step in progress; nothing of it is published");
     }

@@ -31,7 +31,17 @@ pub struct Table {
     last_load: Option<SystemTime>,
     pub last_maintained: Option<Instant>,
     next_gc: Option<Instant>,
+    /// Every pending file makes a batch, whatever the batching (`serve --once`).
+    drain: bool,
+    /// After a load that failed as a whole (the store, the table): no batch before then.
+    retry_at: Option<Instant>,
+    /// The wait before the next retry: doubled after each failure, up to [`MAX_BACKOFF`].
+    backoff: Duration,
 }
+
+/// The first wait after a failed load, and the longest.
+const MIN_BACKOFF: Duration = Duration::from_secs(1);
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
 /// The store and logs once they opened.
 struct Opened {
@@ -71,7 +81,8 @@ pub struct Work<'a> {
 }
 
 impl Table {
-    pub fn new(cfg: TableConfig) -> Table {
+    /// The table `cfg` configures; with `drain`, every pending file makes a batch.
+    pub fn new(cfg: TableConfig, drain: bool) -> Table {
         let status = TableStatus {
             name: cfg.name.clone(),
             store: cfg.store.clone(),
@@ -91,6 +102,9 @@ impl Table {
             last_load: None,
             last_maintained: None,
             next_gc: None,
+            drain,
+            retry_at: None,
+            backoff: MIN_BACKOFF,
         }
     }
 
@@ -148,7 +162,10 @@ impl Table {
                 let why = p.reason.strip_prefix(&said).unwrap_or(&p.reason);
                 Decision::new("nothing", format!("{depth}: {why}"))
             }
-            None => Decision::new("nothing", "the table has no versions yet; no file is pending"),
+            None => Decision::new(
+                "nothing",
+                "the table has no versions yet; no file is pending",
+            ),
         }
     }
 
@@ -158,23 +175,50 @@ impl Table {
         if bytes >= self.cfg.batch_bytes {
             return Decision::new(
                 "load",
-                format!("{files} file(s), {bytes} bytes pending: the batch size {} is reached", self.cfg.batch_bytes),
+                format!(
+                    "{files} file(s), {bytes} bytes pending: the batch size {} is reached",
+                    self.cfg.batch_bytes
+                ),
+            );
+        }
+        if let Some(t) = self.retry_at.filter(|t| Instant::now() < *t) {
+            let after = t.saturating_duration_since(Instant::now()).as_secs_f64();
+            return Decision::new(
+                "wait",
+                format!(
+                    "{files} file(s), {bytes} bytes pending: the last load failed; trying again in {after:.0} s"
+                ),
+            );
+        }
+        if self.drain {
+            return Decision::new(
+                "load",
+                format!("{files} file(s), {bytes} bytes pending: --once loads every pending file"),
             );
         }
         let limit = self.cfg.batch_age.as_secs_f64();
         if waited >= limit {
             return Decision::new(
                 "load",
-                format!("{files} file(s), {bytes} bytes pending: the oldest waited {waited:.0} s, the batch age is {limit:.0} s"),
+                format!(
+                    "{files} file(s), {bytes} bytes pending: the oldest waited {waited:.0} s, the batch age is {limit:.0} s"
+                ),
             );
         }
         Decision::new(
             "wait",
-            format!("{files} file(s), {bytes} bytes pending: a batch at {} bytes or in {:.0} s, when the oldest is {limit:.0} s old", self.cfg.batch_bytes, limit - waited),
+            format!(
+                "{files} file(s), {bytes} bytes pending: a batch at {} bytes or in {:.0} s, when the oldest is {limit:.0} s old",
+                self.cfg.batch_bytes,
+                limit - waited
+            ),
         )
     }
 
-    async fn try_poll(&mut self, work: &Work<'_>) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    async fn try_poll(
+        &mut self,
+        work: &Work<'_>,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         if self.opened.is_none() {
             self.opened = Some(self.open().await?);
         }
@@ -199,7 +243,10 @@ impl Table {
             )
             .into());
         }
-        let log = TableLog::new(store.object_store().clone(), TablePaths::new(&self.cfg.name)?);
+        let log = TableLog::new(
+            store.object_store().clone(),
+            TablePaths::new(&self.cfg.name)?,
+        );
         let landing = Landing::open(&self.cfg.landing, &self.cfg.pattern)?;
         Ok(Opened {
             store,
@@ -270,7 +317,8 @@ impl Table {
                 _ => self.pending.push(f),
             }
         }
-        self.pending.sort_by_key(|f| (f.landed, f.identity.name.clone()));
+        self.pending
+            .sort_by_key(|f| (f.landed, f.identity.name.clone()));
         Ok(())
     }
 
@@ -296,12 +344,15 @@ impl Table {
     }
 
     /// Whether a batch is due: its bytes reach the batch size, its oldest file waited the
-    /// batch age, or (`drain`) anything is pending at all.
-    pub fn batch_due(&self, now: SystemTime, drain: bool) -> bool {
+    /// batch age, or (`drain`) anything is pending at all; not while a failed load waits.
+    pub fn batch_due(&self, now: SystemTime) -> bool {
         let Some(oldest) = self.pending.first() else {
             return false;
         };
-        drain
+        if self.retry_at.is_some_and(|t| Instant::now() < t) {
+            return false;
+        }
+        self.drain
             || self.pending_bytes() >= self.cfg.batch_bytes
             || age(now, oldest.landed) >= self.cfg.batch_age
     }
@@ -402,6 +453,8 @@ impl Table {
             work.metrics.loaded(&self.cfg.name, batch, report.rows, now);
         }
         self.status.last_error = None;
+        self.retry_at = None;
+        self.backoff = MIN_BACKOFF;
     }
 
     fn load_failed(&mut self, work: &Work<'_>, batch: &[Landed], failure: &BatchFailure) {
@@ -425,6 +478,8 @@ impl Table {
             tracing::info!(table = %self.cfg.name, %error, "another writer loaded part of the batch; cutting it again");
             return;
         }
+        self.retry_at = Some(Instant::now() + self.backoff);
+        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
         self.failed_with(work, error);
     }
 
@@ -444,7 +499,8 @@ impl Table {
             Ok(r) => {
                 tracing::info!(table = %self.cfg.name, steps = r.steps, reason = %r.reason, depth_before = r.depth_before, depth_after = r.depth_after, written_bytes = r.written_bytes, "maintained");
                 self.status.merges += r.steps as u64;
-                work.metrics.merged(&self.cfg.name, r.steps as u64, r.written_bytes);
+                work.metrics
+                    .merged(&self.cfg.name, r.steps as u64, r.written_bytes);
                 self.status.last_error = None;
             }
             Err(e) => self.failed_with(work, format_chain(&e)),
@@ -500,7 +556,9 @@ impl Table {
         self.next_gc = Some(now + self.cfg.gc_interval);
         let opts = ravel_gc::GcOptions::new(self.cfg.gc_retention, false);
         match ravel_gc::gc(&o.store, &self.cfg.name, &opts).await {
-            Ok(r) => tracing::info!(table = %self.cfg.name, deleted = r.deleted, deleted_bytes = r.deleted_bytes, blocked_by = r.blocked_by.len(), "gc"),
+            Ok(r) => {
+                tracing::info!(table = %self.cfg.name, deleted = r.deleted, deleted_bytes = r.deleted_bytes, blocked_by = r.blocked_by.len(), "gc")
+            }
             Err(e) => self.failed_with(work, format!("gc: {}", format_chain(&e))),
         }
     }

@@ -27,7 +27,7 @@ use crate::common::{self, Args, line, p};
 use crate::delta::{delta_scan, register_given_store};
 
 /// Rows `from..to`: `k` spread over 0..1000, `time` over four days, `u` as UInt16.
-fn rows(from: i64, to: i64) -> RecordBatch {
+pub(crate) fn rows(from: i64, to: i64) -> RecordBatch {
     let seq: Vec<i64> = (from..to).collect();
     let schema = Arc::new(Schema::new(vec![
         Field::new("k", DataType::Int64, false),
@@ -57,7 +57,7 @@ fn rows(from: i64, to: i64) -> RecordBatch {
 }
 
 /// Writes rows `from..to` to a Parquet file at `path`.
-fn write_rows(path: &Path, from: i64, to: i64) {
+pub(crate) fn write_rows(path: &Path, from: i64, to: i64) {
     let batch = rows(from, to);
     let file = std::fs::File::create(path).unwrap();
     let mut w = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
@@ -66,7 +66,7 @@ fn write_rows(path: &Path, from: i64, to: i64) {
 }
 
 /// (rows, SUM(k), SUM(u)) of rows `0..n`.
-fn expected(n: i64) -> (u64, i64, i64) {
+pub(crate) fn expected(n: i64) -> (u64, i64, i64) {
     let b = rows(0, n);
     let sum = |c: &str| -> i64 {
         let a = arrow::compute::cast(b.column_by_name(c).unwrap(), &DataType::Int64).unwrap();
@@ -75,15 +75,15 @@ fn expected(n: i64) -> (u64, i64, i64) {
     (n as u64, sum("k"), sum("u"))
 }
 
-struct Table<'a> {
+pub(crate) struct Table<'a> {
     server: &'a S3Server,
-    url: String,
+    pub(crate) url: String,
     dir: &'a Path,
 }
 
 impl<'a> Table<'a> {
     /// Table `t` under prefix `fw` of `server`, its inputs written to `dir`.
-    fn new(server: &'a S3Server, dir: &'a Path) -> Table<'a> {
+    pub(crate) fn new(server: &'a S3Server, dir: &'a Path) -> Table<'a> {
         Table {
             server,
             url: server.url("fw"),
@@ -97,7 +97,7 @@ impl<'a> Table<'a> {
         c
     }
 
-    fn ok(&self, args: &str) -> String {
+    pub(crate) fn ok(&self, args: &str) -> String {
         let (command, rest) = args.split_once(' ').unwrap_or((args, ""));
         let args = format!("{command} --store {} --table t {rest}", self.url);
         common::succeeds(self.cmd(&args)).0
@@ -118,7 +118,7 @@ impl<'a> Table<'a> {
     }
 
     /// (rows, SUM(k), SUM(u)) as `ravel-load query` answers.
-    fn ravel(&self) -> (u64, i64, i64) {
+    pub(crate) fn ravel(&self) -> (u64, i64, i64) {
         let q = line(
             &format!("query --store {} --table t --format csv", self.url),
             &["SELECT COUNT(*), SUM(k), SUM(u) FROM t"],
@@ -291,7 +291,7 @@ impl<'a> Table<'a> {
     }
 
     /// Appends rows `from..to` with delta-rs's writer.
-    async fn delta_append(&self, from: i64, to: i64) -> Result<u64, String> {
+    pub(crate) async fn delta_append(&self, from: i64, to: i64) -> Result<u64, String> {
         let mut table = self.delta_rs().await;
         let mut writer = RecordBatchWriter::for_table(&table).map_err(|e| e.to_string())?;
         writer

@@ -12,4 +12,5 @@ mod hostile;
 mod maintain;
 mod once;
 mod query;
+mod serve;
 mod versions;
