@@ -250,6 +250,28 @@ pub struct CompactReport {
 mod tests {
     use super::*;
 
+    fn table_changed() -> LogError {
+        LogError::TableChanged {
+            path: "data/x.parquet".into(),
+            version: 3,
+        }
+    }
+
+    #[test]
+    fn a_conflict_is_found_however_deeply_it_is_wrapped() {
+        let wrapped = CompactError::Load(LoadError::Failed {
+            writing: ravel_loader::Writing::Merge,
+            left_behind: vec![],
+            source: Box::new(LoadError::Log(table_changed())),
+        });
+        assert!(wrapped.is_conflict());
+        assert!(CompactError::Log(table_changed()).is_conflict());
+        let adopted = CompactError::Load(LoadError::Log(table_changed()));
+        assert!(adopted.is_conflict());
+        assert!(!CompactError::NoProgress.is_conflict());
+        assert!(!CompactError::Log(LogError::NoSuchVersion(2)).is_conflict());
+    }
+
     #[test]
     fn a_read_error_keeps_its_source_and_its_words() {
         let source = parquet::errors::ParquetError::General("bad page".into());
