@@ -11,5 +11,6 @@ mod foreign;
 mod hostile;
 mod maintain;
 mod once;
+mod place;
 mod query;
 mod versions;
