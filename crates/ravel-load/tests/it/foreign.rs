@@ -653,7 +653,7 @@ fn an_object_with_a_column_the_table_lacks_is_named_and_nothing_is_published_loc
     extra_column_named(&Place::local());
 }
 
-/// Every write refuses, naming the object and the column.
+/// Every write refuses, naming the object and the column; `verify` reports it as a violation.
 fn extra_column_named(place: &Place) {
     let dir = tempfile::tempdir().unwrap();
     let t = Table::new(place, dir.path());
@@ -685,4 +685,34 @@ fn extra_column_named(place: &Place) {
     }
     assert_eq!(t.versions(), versions);
     assert_eq!(t.ravel(), expected(2000));
+    let out = t
+        .cmd(&format!("verify --store {} --table t --json", t.url))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let violations = report["violations"].as_array().unwrap();
+    assert_eq!(violations.len(), 1, "{report}");
+    let v = &violations[0];
+    assert_eq!(v["kind"], "foreign_extra_column", "{report}");
+    assert!(v["object"].as_str().unwrap().contains("part-"), "{report}");
+    assert!(
+        v["problem"].as_str().unwrap().contains("has column \"x\""),
+        "{report}"
+    );
+    let out = t
+        .cmd(&format!("verify --store {} --table t", t.url))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("VIOLATION") && text.contains("has column \"x\", which the table lacks"),
+        "{text}"
+    );
 }
