@@ -6,6 +6,8 @@
 //! loaded is refused. The reruns run on a local store and on a real S3 server (s3s-fs,
 //! in-process).
 
+mod kill;
+
 use crate::common::{line, p};
 use crate::compact::generated;
 use crate::place::Place;
