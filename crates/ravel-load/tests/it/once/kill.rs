@@ -1,6 +1,7 @@
-//! Exactly once against kill -9, with real `ravel-load load` processes: a load killed right
-//! after its maintenance committed its merge is run again; the table ends with every input's
-//! rows once. On a local store and on a real S3 server (s3s-fs, in-process).
+//! Exactly once against kill -9 and concurrent loads, with real `ravel-load load` processes: a
+//! load killed right after its maintenance committed its merge, and loads racing each other's
+//! maintenance (some exit 4: published, maintenance failed), are run again; the table ends with
+//! every input's rows once. On a local store and on a real S3 server (s3s-fs, in-process).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
@@ -152,4 +153,85 @@ fn a_load_killed_right_after_its_maintenance_merged_reruns_to_every_row_once() {
 fn a_load_killed_right_after_its_maintenance_merged_reruns_to_every_row_once_on_s3() {
     let endings = killed_after_the_merge(&Place::s3());
     assert_eq!(endings, [Ending::Killed, Ending::Killed, Ending::Killed]);
+}
+
+/// Rounds of loads started at once into one table, each followed by its maintenance (policy
+/// full: every one merges the whole table, so they race each other's merges). A load exits 0,
+/// or 4 when its maintenance lost every retry (its rows published); a load that exits 4 is run
+/// again and must then publish nothing. Every load is finally run again too. Whatever the race
+/// did, the table holds each input's rows once.
+fn concurrent_loads_racing_their_maintenance(place: &Place) -> usize {
+    let dir = tempfile::tempdir().unwrap();
+    let s = &place.hits_store("store");
+    place.ok(&format!(
+        "layout --store {s} --table hits maintenance set --policy full"
+    ));
+    let args = |input: &Path| {
+        format!(
+            "load --store {s} --table hits --input {} --object-bytes 60000 --zstd-level 1 --json",
+            p(input)
+        )
+    };
+    let mut inputs = Vec::new();
+    let mut exits4 = 0;
+    for round in 0..2u64 {
+        let batch: Vec<PathBuf> = (0..4)
+            .map(|i| {
+                generated(
+                    dir.path(),
+                    &format!("r{round}-{i}.parquet"),
+                    3_000,
+                    80 + round * 4 + i,
+                )
+            })
+            .collect();
+        let children: Vec<Child> = batch
+            .iter()
+            .map(|input| {
+                place
+                    .command(&args(input))
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for (child, input) in children.into_iter().zip(&batch) {
+            let out = child.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            match out.status.code() {
+                Some(0) => {}
+                Some(4) => {
+                    exits4 += 1;
+                    assert!(err.contains("published as version"), "{err}");
+                    let again = place.json(&args(input));
+                    assert_eq!(again["already_published"], true, "{again}");
+                }
+                other => panic!("round {round}: exit {other:?}: {err}"),
+            }
+        }
+        inputs.extend(batch);
+        let rows = 3_000 * inputs.len() as u64;
+        assert_eq!(counts(place, s), (rows, rows), "round {round}");
+    }
+    for input in &inputs {
+        let again = place.json(&args(input));
+        assert_eq!(again["already_published"], true, "{again}");
+    }
+    assert_eq!(counts(place, s), (24_000, 24_000));
+    let report = place.json(&format!("verify --store {s} --table hits --json"));
+    assert_eq!(report["violations"], serde_json::json!([]), "{report}");
+    exits4
+}
+
+#[test]
+fn concurrent_loads_racing_their_maintenance_end_with_every_row_once() {
+    let exits4 = concurrent_loads_racing_their_maintenance(&Place::local());
+    eprintln!("loads that exited 4: {exits4}");
+}
+
+#[test]
+fn concurrent_loads_racing_their_maintenance_end_with_every_row_once_on_s3() {
+    let exits4 = concurrent_loads_racing_their_maintenance(&Place::s3());
+    eprintln!("loads that exited 4: {exits4}");
 }
