@@ -23,7 +23,8 @@ const MAX_ATTEMPTS: usize = 1000;
 /// What a commit does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operation {
-    /// Adds a load's objects. Never conflicts.
+    /// Adds a load's objects. Conflicts only when its version would leave partitioned objects
+    /// behind (see [`LogError::PartitionedLeftBehind`]).
     Load,
     /// Replaces objects with their merge. Conflicts when an input left the table.
     Compaction,
@@ -134,6 +135,7 @@ impl TableLog {
     /// and tries the next one.
     pub async fn commit(&self, commit: &Commit<'_>) -> Result<Committed, LogError> {
         let mut snapshot = self.latest().await?;
+        let first_read = partition_columns(&snapshot);
         for attempt in 0..MAX_ATTEMPTS {
             snapshot.check_features(true)?;
             if snapshot.from_manifests {
@@ -144,6 +146,7 @@ impl TableLog {
             if let Some(version) = consumed_by(&snapshot, commit)? {
                 return Ok(Committed::AlreadyLive(self.publication(version).await));
             }
+            check_partitioning(self, &snapshot, commit, &first_read)?;
             if let Some(done) = check(self, &snapshot, commit)? {
                 return Ok(done);
             }
@@ -459,6 +462,53 @@ fn check(
         return Ok(None);
     }
     Ok(published_in(&log.table, base, commit.manifest)?.map(Committed::AlreadyLive))
+}
+
+/// The partition columns of `snapshot`'s Delta metadata (none without metadata).
+fn partition_columns(snapshot: &Snapshot) -> Vec<String> {
+    snapshot
+        .metadata
+        .as_ref()
+        .map(|m| m.partition_columns.clone())
+        .unwrap_or_default()
+}
+
+/// Fails as a conflict when `commit` would leave partitioned objects behind: its version ends
+/// the table's partitioning (ravel's metadata lists no partition column, see
+/// [`table_changes`]), so every object of `base` that another writer added with partition
+/// values must be one the commit removes. Also when a version read after the commit's first
+/// read (`first_read`: the partition columns then) partitioned the table anew. The caller
+/// takes the partitioned objects in and tries again.
+fn check_partitioning(
+    log: &TableLog,
+    base: &Snapshot,
+    commit: &Commit<'_>,
+    first_read: &[String],
+) -> Result<(), LogError> {
+    let removed: HashSet<&str> = commit
+        .removes
+        .iter()
+        .map(|p| log.table.relative(p).unwrap_or(p))
+        .collect();
+    let left = base
+        .foreign(&log.table)
+        .into_iter()
+        .find(|f| !f.partition_values.is_empty() && !removed.contains(f.path.as_str()));
+    if let Some(f) = left {
+        return Err(LogError::PartitionedLeftBehind {
+            key: f.key,
+            version: f.version,
+            columns: f.partition_values.into_keys().collect(),
+        });
+    }
+    let now = partition_columns(base);
+    if !now.is_empty() && now != first_read {
+        return Err(LogError::PartitionedMeanwhile {
+            version: base.version.unwrap_or(0),
+            columns: now,
+        });
+    }
+    Ok(())
 }
 
 /// `protocol` and `metaData` when the table has none yet or `m` changes them: a schema whose

@@ -67,6 +67,19 @@ pub enum LogError {
     )]
     TableChanged { path: String, version: u64 },
     #[error(
+        "object {key}, which another Delta writer added partitioned by {columns:?} in version {version}, would be left behind: this commit's version ends the table's partitioning, so Delta readers would no longer read those columns of it; nothing was published, run the command again (it takes the partitioned objects in first)"
+    )]
+    PartitionedLeftBehind {
+        /// Path inside the store.
+        key: String,
+        version: u64,
+        columns: Vec<String>,
+    },
+    #[error(
+        "version {version} partitioned the table by {columns:?} while this commit ran: this commit's version would end that partitioning; nothing was published, run the command again"
+    )]
+    PartitionedMeanwhile { version: u64, columns: Vec<String> },
+    #[error(
         "object {path} is in the table already (version {version}), listed by manifest {manifest}: committing it again would count its rows twice, so nothing was published; load only rows that manifest does not hold, or check the table with verify"
     )]
     AlreadyLive {
@@ -103,7 +116,12 @@ pub enum LogError {
 impl LogError {
     /// The commit lost to a concurrent change it cannot be replayed over.
     pub fn is_conflict(&self) -> bool {
-        matches!(self, LogError::TableChanged { .. })
+        matches!(
+            self,
+            LogError::TableChanged { .. }
+                | LogError::PartitionedLeftBehind { .. }
+                | LogError::PartitionedMeanwhile { .. }
+        )
     }
 
     /// The log is damaged (an entry lost, a checksum that disagrees with the replay): reads

@@ -20,9 +20,12 @@
 //! ([`NO_DELTA_VIEW_FEATURE`], [`no_delta_view`]).
 //!
 //! Conflicts follow Delta's optimistic commits: a commit that finds its version taken reads
-//! the entries that won and tries the next number. A load only adds and never conflicts; a
-//! compaction conflicts when one of its inputs is no longer in the table
-//! ([`LogError::TableChanged`]).
+//! the entries that won and tries the next number. A load only adds; a compaction conflicts
+//! when one of its inputs is no longer in the table ([`LogError::TableChanged`]). Either
+//! conflicts when the version it would create leaves an object another writer added
+//! partitioned in the table ([`LogError::PartitionedLeftBehind`]; a ravel version ends the
+//! partitioning) or when a version read after its first partitioned the table anew
+//! ([`LogError::PartitionedMeanwhile`]).
 
 mod actions;
 mod checkpoint;

@@ -82,10 +82,13 @@ async fn verify_log(
     if live.is_empty() && stored.is_empty() {
         t.ensure_stored().await?;
     }
-    let refs = check_version(&t, &snapshot, &live, opts.deep, &mut found).await?;
+    // Recorded, or declared by the Delta metadata of a table another writer created.
+    let schema = t.layouts.schema().await?;
+    let refs = check_version(&t, &snapshot, &live, schema.as_ref(), opts.deep, &mut found).await?;
     let unnamed_manifests =
         objects::unnamed_manifests(t.store.as_ref(), &t.paths, &history).await?;
-    let foreign = foreign::check_foreign(&t.store, &snapshot.foreign(&t.paths)).await;
+    let foreign =
+        foreign::check_foreign(&t.store, &snapshot.foreign(&t.paths), schema.as_ref()).await;
     let figures = Figures::of(&live, &foreign);
     found.violations.extend(foreign.violations);
     found.notes.extend(foreign.notes);
@@ -154,13 +157,13 @@ async fn check_version(
     t: &Table<'_>,
     snapshot: &Snapshot,
     live: &[LiveManifest],
+    table_schema: Option<&arrow::datatypes::Schema>,
     deep: bool,
     found: &mut Findings,
 ) -> Result<References, VerifyError> {
-    let recorded = t.layouts.schema().await?;
     found
         .violations
-        .extend(schema::check_schemas(recorded.as_ref(), live));
+        .extend(schema::check_schemas(table_schema, live));
     if snapshot.from_manifests {
         found.violations.extend(objects::listed_twice(live));
     }

@@ -227,6 +227,9 @@ pub enum Problem {
     ForeignSize { stored: u64, log: u64 },
     /// The footer's row count differs from the `add`'s statistics.
     ForeignRows { stored: u64, log: u64 },
+    /// The object (its footer or its partition values) has a column the table's schema lacks:
+    /// load, compact and maintain refuse the table.
+    ForeignExtraColumn { column: String, version: u64 },
 }
 
 impl Problem {
@@ -289,6 +292,7 @@ impl Problem {
             ForeignMissing { .. } => "foreign_missing",
             ForeignSize { .. } => "foreign_size",
             ForeignRows { .. } => "foreign_rows",
+            ForeignExtraColumn { .. } => "foreign_extra_column",
         }
     }
 }
@@ -500,6 +504,10 @@ impl fmt::Display for Problem {
             ForeignRows { stored, log } => {
                 write!(f, "has {stored} rows, its add's statistics say {log}")
             }
+            ForeignExtraColumn { column, version } => write!(
+                f,
+                "has column {column:?}, which the table lacks (another Delta writer added the object in version {version}): load, compact and maintain refuse the table until that writer takes the object out"
+            ),
         }
     }
 }

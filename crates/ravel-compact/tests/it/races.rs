@@ -450,3 +450,81 @@ async fn concurrent_compactions_in_passes_never_read_each_others_intermediates_o
         assert_eq!(scratch, 0, "round {round}: each cleared its scratch prefix");
     }
 }
+
+/// What a partitioning Delta writer (delta-rs `write_deltalake(mode="append",
+/// partition_by=["s"])`) commits as `version`: rows `from..to` in an object without column
+/// `s`, whose value `value` is in the add's `partitionValues`, with the table's metadata
+/// partitioned by `s` (as that writer's partitioned overwrite leaves it).
+async fn partitioned_append(t: &Table, version: u64, (from, to): (i64, i64), value: &str) {
+    let batch = rows(from, to);
+    let batch = batch.project(&[0, 1, 2]).unwrap();
+    let mut bytes = Vec::new();
+    let mut w = parquet::arrow::ArrowWriter::try_new(&mut bytes, batch.schema(), None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let path = format!("s={value}/part-{from:05}.parquet");
+    let os = t.store.object_store();
+    let size = bytes.len();
+    os.put(&Path::from(format!("t/{path}")), bytes.into())
+        .await
+        .unwrap();
+    let log = ravel_log::TableLog::new(os.clone(), ravel_store::TablePaths::new("t").unwrap());
+    let mut metadata = serde_json::to_value(log.latest().await.unwrap().metadata).unwrap();
+    metadata["partitionColumns"] = serde_json::json!(["s"]);
+    let lines = [
+        serde_json::json!({"commitInfo": {"operation": "WRITE", "engineInfo": "delta-rs"}}),
+        serde_json::json!({"metaData": metadata}),
+        serde_json::json!({"add": {
+            "path": path, "partitionValues": {"s": value}, "size": size,
+            "modificationTime": 1_700_000_000_000i64, "dataChange": true,
+            "stats": serde_json::json!({"numRecords": to - from}).to_string(),
+        }}),
+    ];
+    let entry: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let key = Path::from(format!("t/_delta_log/{version:020}.json"));
+    let create = object_store::PutOptions::from(object_store::PutMode::Create);
+    os.put_opts(&key, entry.into(), create).await.unwrap();
+}
+
+/// A partitioned append that lands while maintenance takes the table's partitioned objects in
+/// would be left behind by its version (which ends the partitioning): the maintenance fails as
+/// a conflict, publishing nothing, and its rerun takes both appends in.
+async fn partitioned_append_during_adoption(t: Table) {
+    partitioned_append(&t, 3, (4500, 4600), "value-3").await;
+    let Held { task, gate } = t.held(Run::Maintenance).await;
+    partitioned_append(&t, 4, (4600, 4700), "value-4").await;
+    gate.open();
+    let err = task.await.unwrap().unwrap_err();
+    assert!(err.is_conflict(), "{err}");
+    let message = format!("{err:#}");
+    assert!(
+        message.contains("s=value-4/part-04600.parquet") && message.contains("version 4"),
+        "{message}"
+    );
+    let log = ravel_log::TableLog::new(
+        t.store.object_store().clone(),
+        ravel_store::TablePaths::new("t").unwrap(),
+    );
+    assert_eq!(
+        log.versions().await.unwrap(),
+        [0, 1, 2, 3, 4],
+        "nothing published"
+    );
+    t.maintained().await;
+    assert_eq!(t.seqs().await, (0..4700).collect::<Vec<i64>>());
+    let newest = log.latest().await.unwrap();
+    assert!(newest.foreign(log.table()).is_empty());
+    assert!(newest.metadata.unwrap().partition_columns.is_empty());
+    let v = t.verify().await;
+    assert!(v.holds(), "{:#?}", v.violations);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_partitioned_append_during_an_adoption_is_a_conflict_not_left_behind() {
+    partitioned_append_during_adoption(table().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_partitioned_append_during_an_adoption_is_a_conflict_not_left_behind_on_s3() {
+    partitioned_append_during_adoption(table_on_s3().await).await;
+}

@@ -1,4 +1,6 @@
-//! Other Delta writers on a ravel table, on a real S3 server (s3s-fs, in-process): delta-rs
+//! Other Delta writers on a ravel table, on a real S3 server (s3s-fs, in-process) and, for the
+//! partitioned overwrite, the table delta-rs created and the extra column, on a local store too:
+//! delta-rs
 //! appends to it, rewrites it the way its `optimize` commits (every object removed, their rows
 //! in one new file) and vacuums it. `ravel-load query` reads their objects, `verify` reports
 //! them as not clustered, maintenance and `compact` take them in, and the Delta kernel and
@@ -10,6 +12,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::place::Place;
 use arrow::array::{
     ArrayRef, AsArray, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray, UInt16Array,
 };
@@ -20,7 +23,6 @@ use deltalake_core::protocol::DeltaOperation;
 use deltalake_core::writer::{DeltaWriter, RecordBatchWriter};
 use futures::StreamExt;
 use object_store::{ObjectStore, ObjectStoreExt};
-use ravel_testkit::S3Server;
 use url::Url;
 
 use crate::common::{self, Args, line, p};
@@ -76,25 +78,23 @@ pub(crate) fn expected(n: i64) -> (u64, i64, i64) {
 }
 
 pub(crate) struct Table<'a> {
-    server: &'a S3Server,
+    place: &'a Place,
     pub(crate) url: String,
     dir: &'a Path,
 }
 
 impl<'a> Table<'a> {
-    /// Table `t` under prefix `fw` of `server`, its inputs written to `dir`.
-    pub(crate) fn new(server: &'a S3Server, dir: &'a Path) -> Table<'a> {
+    /// Table `t` under prefix `fw` of `place`, its inputs written to `dir`.
+    pub(crate) fn new(place: &'a Place, dir: &'a Path) -> Table<'a> {
         Table {
-            server,
-            url: server.url("fw"),
+            place,
+            url: place.url("fw"),
             dir,
         }
     }
 
     fn cmd(&self, args: &(impl Args + ?Sized)) -> std::process::Command {
-        let mut c = common::command(args);
-        c.envs(self.server.env());
-        c
+        self.place.command(args)
     }
 
     pub(crate) fn ok(&self, args: &str) -> String {
@@ -140,11 +140,10 @@ impl<'a> Table<'a> {
         v
     }
 
-    /// The bucket root, as delta-rs and the kernel are given it, and the table's URL.
+    /// The store's root, as delta-rs and the kernel are given it, and the table's URL.
     fn delta(&self) -> (Arc<dyn ObjectStore>, Url, Url) {
-        let root = Url::parse(&format!("s3://{}/", self.server.bucket)).unwrap();
-        let url = root.join("fw/t/").unwrap();
-        (self.server.store("").object_store().clone(), root, url)
+        let d = self.place.delta("fw/t");
+        (d.store, d.root, d.table)
     }
 
     /// (rows, SUM(k)) as the Delta kernel reads the newest version (its default engine does
@@ -201,12 +200,7 @@ impl<'a> Table<'a> {
 
     /// The versions in the table's log.
     fn versions(&self) -> usize {
-        let log = self
-            .server
-            .root()
-            .join(&self.server.bucket)
-            .join("fw/t/_delta_log");
-        common::versions(&log)
+        common::versions(&self.place.dir("fw/t/_delta_log"))
     }
 
     /// (rows whose `s` is not null, rows whose `s` is "v3") as the Delta kernel reads them.
@@ -375,9 +369,9 @@ fn as_delta(writer: &RecordBatchWriter, batch: &RecordBatch) -> RecordBatch {
 
 #[test]
 fn delta_rs_appends_and_rewrites_and_ravel_reads_verifies_and_takes_them_in() {
-    let server = S3Server::start();
+    let place = Place::s3();
     let dir = tempfile::tempdir().unwrap();
-    let t = Table::new(&server, dir.path());
+    let t = Table::new(&place, dir.path());
     let schema = dir.path().join("schema.parquet");
     write_rows(&schema, 0, 1);
     t.ok(&format!("layout schema set --from {}", p(&schema)));
@@ -448,9 +442,9 @@ fn delta_rs_appends_and_rewrites_and_ravel_reads_verifies_and_takes_them_in() {
 /// while the dry run itself leaves the object as delta-rs wrote it.
 #[test]
 fn a_dry_run_of_maintenance_plans_the_adoption_the_real_run_makes() {
-    let server = S3Server::start();
+    let place = Place::s3();
     let dir = tempfile::tempdir().unwrap();
-    let t = Table::new(&server, dir.path());
+    let t = Table::new(&place, dir.path());
     let schema = dir.path().join("schema.parquet");
     write_rows(&schema, 0, 1);
     t.ok(&format!("layout schema set --from {}", p(&schema)));
@@ -488,9 +482,12 @@ fn a_dry_run_of_maintenance_plans_the_adoption_the_real_run_makes() {
 
 #[test]
 fn a_table_with_a_feature_ravel_does_not_support_is_neither_read_nor_written() {
-    let server = S3Server::start();
+    let place = Place::s3();
+    let Place::S3(server) = &place else {
+        unreachable!("an S3 place")
+    };
     let dir = tempfile::tempdir().unwrap();
-    let t = Table::new(&server, dir.path());
+    let t = Table::new(&place, dir.path());
     t.load(0, 1000, "--no-maintain");
     // Another engine turns deletion vectors on (version 1).
     let entry = serde_json::json!({"commitInfo": {"operation": "SET TBLPROPERTIES"}}).to_string()
@@ -542,9 +539,17 @@ fn v3_rows(n: i64) -> usize {
 
 #[test]
 fn a_partitioned_overwrite_is_read_and_taken_in_with_its_partition_values() {
-    let server = S3Server::start();
+    partitioned_overwrite_taken_in(&Place::s3());
+}
+
+#[test]
+fn a_partitioned_overwrite_is_read_and_taken_in_with_its_partition_values_locally() {
+    partitioned_overwrite_taken_in(&Place::local());
+}
+
+fn partitioned_overwrite_taken_in(place: &Place) {
     let dir = tempfile::tempdir().unwrap();
-    let t = Table::new(&server, dir.path());
+    let t = Table::new(place, dir.path());
     let schema = dir.path().join("schema.parquet");
     write_rows(&schema, 0, 1);
     t.ok(&format!("layout schema set --from {}", p(&schema)));
@@ -594,9 +599,17 @@ fn a_partitioned_overwrite_is_read_and_taken_in_with_its_partition_values() {
 
 #[test]
 fn a_table_only_delta_rs_wrote_is_queried_laid_out_and_maintained() {
-    let server = S3Server::start();
+    delta_rs_table_maintained(&Place::s3());
+}
+
+#[test]
+fn a_table_only_delta_rs_wrote_is_queried_laid_out_and_maintained_locally() {
+    delta_rs_table_maintained(&Place::local());
+}
+
+fn delta_rs_table_maintained(place: &Place) {
     let dir = tempfile::tempdir().unwrap();
-    let t = Table::new(&server, dir.path());
+    let t = Table::new(place, dir.path());
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(t.delta_create(3000));
 
@@ -632,9 +645,18 @@ fn a_table_only_delta_rs_wrote_is_queried_laid_out_and_maintained() {
 
 #[test]
 fn an_object_with_a_column_the_table_lacks_is_named_and_nothing_is_published() {
-    let server = S3Server::start();
+    extra_column_named(&Place::s3());
+}
+
+#[test]
+fn an_object_with_a_column_the_table_lacks_is_named_and_nothing_is_published_locally() {
+    extra_column_named(&Place::local());
+}
+
+/// Every write refuses, naming the object and the column; `verify` reports it as a violation.
+fn extra_column_named(place: &Place) {
     let dir = tempfile::tempdir().unwrap();
-    let t = Table::new(&server, dir.path());
+    let t = Table::new(place, dir.path());
     let schema = dir.path().join("schema.parquet");
     write_rows(&schema, 0, 1);
     t.ok(&format!("layout schema set --from {}", p(&schema)));
@@ -663,4 +685,34 @@ fn an_object_with_a_column_the_table_lacks_is_named_and_nothing_is_published() {
     }
     assert_eq!(t.versions(), versions);
     assert_eq!(t.ravel(), expected(2000));
+    let out = t
+        .cmd(&format!("verify --store {} --table t --json", t.url))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let violations = report["violations"].as_array().unwrap();
+    assert_eq!(violations.len(), 1, "{report}");
+    let v = &violations[0];
+    assert_eq!(v["kind"], "foreign_extra_column", "{report}");
+    assert!(v["object"].as_str().unwrap().contains("part-"), "{report}");
+    assert!(
+        v["problem"].as_str().unwrap().contains("has column \"x\""),
+        "{report}"
+    );
+    let out = t
+        .cmd(&format!("verify --store {} --table t", t.url))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("VIOLATION") && text.contains("has column \"x\", which the table lacks"),
+        "{text}"
+    );
 }

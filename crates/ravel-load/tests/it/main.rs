@@ -11,6 +11,7 @@ mod foreign;
 mod hostile;
 mod maintain;
 mod once;
+mod place;
 mod query;
 mod serve;
 mod versions;

@@ -421,9 +421,9 @@ fn two_services_on_one_table_load_each_file_once() {
 
 #[test]
 fn a_foreign_append_while_the_service_runs_is_seen_and_maintained() {
-    let server = S3Server::start();
+    let place = crate::place::Place::s3();
     let dir = tempfile::tempdir().unwrap();
-    let t = crate::foreign::Table::new(&server, dir.path());
+    let t = crate::foreign::Table::new(&place, dir.path());
     let schema = dir.path().join("schema.parquet");
     crate::foreign::write_rows(&schema, 0, 1);
     t.ok(&format!("layout schema set --from {}", p(&schema)));
@@ -434,7 +434,7 @@ fn a_foreign_append_while_the_service_runs_is_seen_and_maintained() {
     std::fs::create_dir(&landing).unwrap();
     crate::foreign::write_rows(&landing.join("a.parquet"), 0, 3_000);
     let config = write_config(dir.path(), &[table_toml(&t.url, "t", p(&landing), "")]);
-    let svc = Service::start(&config, &server.env());
+    let svc = Service::start(&config, &place.env());
     svc.until("t", |s| s["rows"] == 3_000);
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(t.delta_append(3_000, 5_000)).unwrap();

@@ -104,6 +104,25 @@ impl Fixture {
             .await
     }
 
+    /// A compaction whose manifest `m` replaces the objects at store paths `removes`.
+    async fn commit_removing(&self, m: &Manifest, removes: &[&str]) -> Result<Committed, LogError> {
+        let key = self.put_manifest("_ravel/manifests", m).await;
+        self.log
+            .commit(&Commit {
+                operation: Operation::Compaction,
+                manifest_key: key,
+                manifest: m,
+                orders: vec![None; m.objects.len()],
+                chains: Vec::new(),
+                removes: removes.iter().map(|r| r.to_string()).collect(),
+                configuration: BTreeMap::new(),
+                written_bytes: 0,
+                full: false,
+                consumed: Consumed::default(),
+            })
+            .await
+    }
+
     async fn live(&self, version: Option<u64>) -> Vec<String> {
         let s = match version {
             Some(v) => self.log.at(v).await.unwrap(),
@@ -579,4 +598,54 @@ async fn a_checkpoint_holds_every_action_past_one_batch() {
     f.log.write_checkpoint(&s).await.unwrap();
     let read = f.log.newest_checkpoint().await.unwrap().unwrap();
     assert_eq!(read.files().len(), 1500);
+}
+
+/// A commit's version ends the table's partitioning: it must not land while an object another
+/// writer added partitioned stays live, whoever added it first; a version that removes every
+/// such object lands.
+#[tokio::test]
+async fn a_commit_that_would_leave_a_partitioned_object_behind_is_a_conflict() {
+    let f = fixture();
+    f.commit(Operation::Load, &manifest("a", &["a1"]), &[])
+        .await
+        .unwrap();
+    // Another writer's append: an object whose column `x` is in its partition values.
+    let add = serde_json::json!({"add": {
+        "path": "x=7/part-0.parquet", "partitionValues": {"x": "7"}, "size": 100,
+        "modificationTime": 1, "dataChange": true,
+    }});
+    let entry = format!("{}\n{add}\n", serde_json::json!({"commitInfo": {}}));
+    f.store
+        .put(
+            &Path::from("t/_delta_log/00000000000000000001.json"),
+            PutPayload::from(entry),
+        )
+        .await
+        .unwrap();
+    let err = f
+        .commit(Operation::Load, &manifest("b", &["b1"]), &[])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, LogError::PartitionedLeftBehind { key, version: 1, columns }
+            if key == "t/x=7/part-0.parquet" && columns == &["x"]),
+        "{err}"
+    );
+    assert!(err.is_conflict(), "{err}");
+    let err = f
+        .commit(Operation::Compaction, &manifest("m", &["m1"]), &["a1"])
+        .await
+        .unwrap_err();
+    assert!(err.is_conflict(), "{err}");
+    assert_eq!(f.log.versions().await.unwrap(), [0, 1], "nothing published");
+    // Its adoption removes it: that version lands, and the load after it.
+    let adopted = f
+        .commit_removing(&manifest("m", &["m1"]), &["t/x=7/part-0.parquet"])
+        .await
+        .unwrap();
+    assert_eq!(adopted, Committed::Version(2));
+    f.commit(Operation::Load, &manifest("b", &["b1"]), &[])
+        .await
+        .unwrap();
+    assert_eq!(f.live(None).await, ["a1", "b1", "m1"]);
 }
