@@ -33,15 +33,46 @@ pub struct Table {
     next_gc: Option<Instant>,
     /// Every pending file makes a batch, whatever the batching (`serve --once`).
     drain: bool,
-    /// After a load that failed as a whole (the store, the table): no batch before then.
-    retry_at: Option<Instant>,
-    /// The wait before the next retry: doubled after each failure, up to [`MAX_BACKOFF`].
-    backoff: Duration,
+    /// After a load that failed as a whole (the store, the table): no batch before it allows.
+    load_retry: Backoff,
+    /// After a maintenance that failed: no merge before it allows.
+    merge_retry: Backoff,
 }
 
-/// The first wait after a failed load, and the longest.
+/// The first wait after a failure, and the longest.
 const MIN_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// Waits after failures: 1 s, then doubled after each failure up to 60 s; none after a success.
+#[derive(Debug, Clone)]
+struct Backoff {
+    until: Option<Instant>,
+    next: Duration,
+}
+
+impl Backoff {
+    fn new() -> Backoff {
+        Backoff {
+            until: None,
+            next: MIN_BACKOFF,
+        }
+    }
+
+    fn failed(&mut self) {
+        self.until = Some(Instant::now() + self.next);
+        self.next = (self.next * 2).min(MAX_BACKOFF);
+    }
+
+    fn succeeded(&mut self) {
+        *self = Backoff::new();
+    }
+
+    /// The time left to wait, if any.
+    fn left(&self) -> Option<Duration> {
+        let left = self.until?.saturating_duration_since(Instant::now());
+        (!left.is_zero()).then_some(left)
+    }
+}
 
 /// The store and logs once they opened.
 struct Opened {
@@ -103,8 +134,8 @@ impl Table {
             last_maintained: None,
             next_gc: None,
             drain,
-            retry_at: None,
-            backoff: MIN_BACKOFF,
+            load_retry: Backoff::new(),
+            merge_retry: Backoff::new(),
         }
     }
 
@@ -181,8 +212,8 @@ impl Table {
                 ),
             );
         }
-        if let Some(t) = self.retry_at.filter(|t| Instant::now() < *t) {
-            let after = t.saturating_duration_since(Instant::now()).as_secs_f64();
+        if let Some(left) = self.load_retry.left() {
+            let after = left.as_secs_f64();
             return Decision::new(
                 "wait",
                 format!(
@@ -349,7 +380,7 @@ impl Table {
         let Some(oldest) = self.pending.first() else {
             return false;
         };
-        if self.retry_at.is_some_and(|t| Instant::now() < t) {
+        if self.load_retry.left().is_some() {
             return false;
         }
         self.drain
@@ -357,10 +388,15 @@ impl Table {
             || age(now, oldest.landed) >= self.cfg.batch_age
     }
 
-    /// When the oldest pending file comes of batch age.
+    /// When the next batch may be due: the oldest pending file comes of batch age, and any
+    /// wait after a failed load is over.
     pub fn batch_due_in(&self, now: SystemTime) -> Option<Duration> {
         let oldest = self.pending.first()?;
-        Some(self.cfg.batch_age.saturating_sub(age(now, oldest.landed)))
+        let age_left = match self.drain {
+            true => Duration::ZERO,
+            false => self.cfg.batch_age.saturating_sub(age(now, oldest.landed)),
+        };
+        Some(age_left.max(self.load_retry.left().unwrap_or_default()))
     }
 
     fn pending_bytes(&self) -> u64 {
@@ -386,8 +422,11 @@ impl Table {
         batch
     }
 
-    /// The maintenance step planned, when it merges.
+    /// The maintenance step planned, when it merges (not while a failed one waits).
     pub fn planned_merge(&self) -> Option<&Planned> {
+        if self.merge_retry.left().is_some() {
+            return None;
+        }
         self.maintenance.as_ref().filter(|p| p.merge)
     }
 }
@@ -453,8 +492,7 @@ impl Table {
             work.metrics.loaded(&self.cfg.name, batch, report.rows, now);
         }
         self.status.last_error = None;
-        self.retry_at = None;
-        self.backoff = MIN_BACKOFF;
+        self.load_retry.succeeded();
     }
 
     fn load_failed(&mut self, work: &Work<'_>, batch: &[Landed], failure: &BatchFailure) {
@@ -478,8 +516,7 @@ impl Table {
             tracing::info!(table = %self.cfg.name, %error, "another writer loaded part of the batch; cutting it again");
             return;
         }
-        self.retry_at = Some(Instant::now() + self.backoff);
-        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+        self.load_retry.failed();
         self.failed_with(work, error);
     }
 

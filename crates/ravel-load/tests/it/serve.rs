@@ -447,3 +447,28 @@ fn a_foreign_append_while_the_service_runs_is_seen_and_maintained() {
     assert!(svc.terminate().success());
     assert_eq!(t.ravel(), crate::foreign::expected(6_000));
 }
+
+#[test]
+fn a_table_without_a_layout_is_reported_and_not_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = hits_store(dir.path());
+    let landing = dir.path().join("landing");
+    std::fs::create_dir(&landing).unwrap();
+    generated(&landing, "p0.parquet", 1_000, 80);
+    // Table `fresh` has no layout in the store; `hits` beside it loads.
+    let config = write_config(
+        dir.path(),
+        &[
+            table_toml(p(&store), "fresh", p(&landing), ""),
+            table_toml(p(&store), "hits", p(&landing), ""),
+        ],
+    );
+    let (doc, code) = once(&config, &[]);
+    assert_eq!(code, 1, "{doc:#}");
+    let fresh = table_of(&doc, "fresh");
+    let error = fresh["last_error"].as_str().unwrap();
+    assert!(error.contains("no layout"), "{fresh:#}");
+    assert_eq!(fresh["loads"], 0);
+    assert!(!store.join("fresh/_delta_log").exists());
+    assert_eq!(table_of(&doc, "hits")["rows"], 1_000);
+}
