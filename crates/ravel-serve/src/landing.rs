@@ -206,8 +206,13 @@ async fn copy_object(
     key: &object_store::path::Path,
     to: &Path,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let bytes = store.object_store().get(key).await?.bytes().await?;
-    tokio::fs::write(to, &bytes).await?;
+    use tokio::io::AsyncWriteExt;
+    let mut body = store.object_store().get(key).await?.into_stream();
+    let mut file = tokio::fs::File::create(to).await?;
+    while let Some(chunk) = body.try_next().await? {
+        file.write_all(&chunk).await?;
+    }
+    file.flush().await?;
     Ok(())
 }
 

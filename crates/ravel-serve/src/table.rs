@@ -408,11 +408,15 @@ impl Table {
         self.pending.first().map(|f| f.landed)
     }
 
-    /// The pending files of the next batch: oldest first, up to the batch size (at least one).
+    /// The pending files of the next batch: oldest first, up to the batch size (at least one),
+    /// all of the oldest file's format (a pattern may take Parquet and TSV).
     fn next_batch(&self) -> Vec<Landed> {
         let mut bytes = 0;
-        let mut batch = Vec::new();
-        for f in &self.pending {
+        let mut batch: Vec<Landed> = Vec::new();
+        let Some(format) = self.pending.first().map(|f| format_of(&f.identity.name)) else {
+            return batch;
+        };
+        for f in self.pending.iter().filter(|f| format_of(&f.identity.name) == format) {
             if !batch.is_empty() && bytes + f.identity.size > self.cfg.batch_bytes {
                 break;
             }
