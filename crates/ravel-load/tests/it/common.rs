@@ -125,6 +125,16 @@ pub fn versions(dir: &Path) -> usize {
         .count()
 }
 
+/// The first row of `query --format csv`'s answer (the line after the header), its fields
+/// parsed.
+pub fn first_row<T: std::str::FromStr>(csv: &str) -> Vec<T>
+where
+    T::Err: std::fmt::Debug,
+{
+    let row = csv.lines().nth(1).expect("a row after the header");
+    row.split(',').map(|v| v.parse().unwrap()).collect()
+}
+
 /// The path as a `&str` (test paths are UTF-8).
 pub fn p(path: &Path) -> &str {
     path.to_str().unwrap()

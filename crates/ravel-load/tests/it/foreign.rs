@@ -124,13 +124,7 @@ impl<'a> Table<'a> {
             &["SELECT COUNT(*), SUM(k), SUM(u) FROM t"],
         );
         let out = common::succeeds(self.cmd(&q)).0;
-        let row: Vec<i64> = out
-            .lines()
-            .nth(1)
-            .unwrap()
-            .split(',')
-            .map(|v| v.parse().unwrap())
-            .collect();
+        let row: Vec<i64> = crate::common::first_row(&out);
         (row[0] as u64, row[1], row[2])
     }
 

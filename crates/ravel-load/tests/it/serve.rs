@@ -158,13 +158,7 @@ fn rows_and_distinct(store: &str, env: &[(&'static str, String)]) -> (u64, u64) 
     let mut c = common::command(&args);
     c.envs(env.iter().map(|(k, v)| (k, v)));
     let out = common::succeeds(c).0;
-    let row: Vec<u64> = out
-        .lines()
-        .nth(1)
-        .unwrap()
-        .split(',')
-        .map(|v| v.parse().unwrap())
-        .collect();
+    let row: Vec<u64> = crate::common::first_row(&out);
     (row[0], row[1])
 }
 

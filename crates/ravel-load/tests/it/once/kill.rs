@@ -21,13 +21,7 @@ fn counts(place: &Place, store: &str) -> (u64, u64) {
         &format!("query --store {store} --table hits --format csv"),
         &[sql],
     ));
-    let row: Vec<u64> = csv
-        .lines()
-        .nth(1)
-        .unwrap()
-        .split(',')
-        .map(|v| v.parse().unwrap())
-        .collect();
+    let row: Vec<u64> = crate::common::first_row(&csv);
     (row[0], row[1])
 }
 
