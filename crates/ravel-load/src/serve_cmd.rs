@@ -44,7 +44,11 @@ pub fn run(args: ServeArgs) -> Result<()> {
     opts.once = args.once;
     opts.dry_run = args.dry_run;
     opts.tsv = crate::load_cmd::hits_tsv(ravel_loader::BadRows::default());
-    let statuses = crate::runtime()?.block_on(serve(&args, config, opts))?;
+    let runtime = crate::runtime()?;
+    let statuses = runtime.block_on(serve(&args, config, opts));
+    // Work still running on blocking threads (a sort dropped at shutdown) is not waited for.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    let statuses = statuses?;
     if args.once {
         let doc = serde_json::json!({ "tables": statuses });
         println!("{}", serde_json::to_string_pretty(&doc)?);

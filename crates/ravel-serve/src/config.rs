@@ -114,20 +114,18 @@ impl Config {
             return Err(service("key `poll_interval` must be above 0s".into()));
         }
         for (i, t) in self.tables.iter().enumerate() {
-            t.check().map_err(|(key, problem)| ConfigError::Invalid {
+            t.check().map_err(|bad| ConfigError::Invalid {
                 path: path.to_string(),
                 index: i + 1,
                 name: t.name.clone(),
-                key,
-                problem,
+                key: bad.key,
+                problem: bad.problem,
             })?;
-            let twice = self.tables[..i]
-                .iter()
-                .any(|o| o.store == t.store && o.name == t.name);
-            if twice {
+            // Status and metrics name a table by its name alone.
+            if self.tables[..i].iter().any(|o| o.name == t.name) {
                 return Err(service(format!(
-                    "table {:?} in {} is configured twice",
-                    t.name, t.store
+                    "table name {:?} is configured twice (names must differ, whatever their stores)",
+                    t.name
                 )));
             }
         }
@@ -137,24 +135,31 @@ impl Config {
 
 impl TableConfig {
     /// The first key whose value cannot be used, and why.
-    fn check(&self) -> Result<(), (&'static str, String)> {
+    fn check(&self) -> Result<(), BadKey> {
+        let bad = |key, problem: String| Err(BadKey { key, problem });
         if let Err(e) = ravel_store::TablePaths::new(&self.name) {
-            return Err(("name", e.to_string()));
+            return bad("name", e.to_string());
         }
         if self.landing.trim().is_empty() {
-            return Err(("landing", "is empty".into()));
+            return bad("landing", "is empty".into());
         }
         if let Err(e) = glob::Pattern::new(&self.pattern) {
-            return Err(("pattern", format!("is not a glob: {e}")));
+            return bad("pattern", format!("is not a glob: {e}"));
         }
         if self.pattern.contains('/') {
-            return Err(("pattern", "matches file names: it holds no '/'".into()));
+            return bad("pattern", "matches file names: it holds no '/'".into());
         }
         if self.batch_bytes == 0 {
-            return Err(("batch_bytes", "must be above 0".into()));
+            return bad("batch_bytes", "must be above 0".into());
         }
         Ok(())
     }
+}
+
+/// A key of a `[[table]]` whose value cannot be used.
+struct BadKey {
+    key: &'static str,
+    problem: String,
 }
 
 fn default_poll() -> Duration {

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::TryStreamExt;
-use object_store::ObjectStoreExt;
 use ravel_loader::{InputFile, InputFormat};
 use ravel_store::{Store, StoreLocation};
 
@@ -24,7 +23,12 @@ pub struct Landed {
 #[derive(Debug, Clone)]
 pub enum Location {
     Local(PathBuf),
-    Object(object_store::path::Path),
+    /// An object of the landing store, and the ETag it was listed with (when the store
+    /// gives one).
+    Object {
+        key: object_store::path::Path,
+        etag: Option<String>,
+    },
 }
 
 /// Why the landing prefix could not be listed or a file fetched.
@@ -38,6 +42,8 @@ pub enum LandingError {
     },
     #[error(transparent)]
     Store(#[from] ravel_store::StoreError),
+    #[error("pattern {pattern:?} is not a glob: {problem}")]
+    Pattern { pattern: String, problem: String },
     #[error("listing the landing prefix {url}")]
     List {
         url: String,
@@ -68,7 +74,10 @@ impl Landing {
     /// The landing `url` (a local directory or `s3://bucket/prefix`), taking the file names
     /// that match `pattern`.
     pub fn open(url: &str, pattern: &str) -> Result<Landing, LandingError> {
-        let pattern = glob::Pattern::new(pattern).expect("checked with the configuration");
+        let pattern = glob::Pattern::new(pattern).map_err(|e| LandingError::Pattern {
+            pattern: pattern.to_string(),
+            problem: e.to_string(),
+        })?;
         let source = match StoreLocation::parse(url)? {
             StoreLocation::Local(dir) => Source::Local(dir),
             StoreLocation::S3 { .. } => Source::Store(Store::open(url)?),
@@ -80,14 +89,20 @@ impl Landing {
     /// exist yet holds nothing.
     pub async fn list(&self) -> Result<Vec<Landed>, LandingError> {
         let mut found = match &self.source {
-            Source::Local(dir) => self.list_dir(dir)?,
+            Source::Local(dir) => {
+                let (pattern, dir) = (self.pattern.clone(), dir.clone());
+                tokio::task::spawn_blocking(move || Landing::list_dir(&pattern, &dir))
+                    .await
+                    .expect("listing does not panic")?
+            }
             Source::Store(store) => self.list_store(store).await?,
         };
         found.sort_by(|a, b| a.identity.name.cmp(&b.identity.name));
         Ok(found)
     }
 
-    fn list_dir(&self, dir: &Path) -> Result<Vec<Landed>, LandingError> {
+    /// The matching files under `dir`, at any depth (a writer may partition by date).
+    fn list_dir(pattern: &glob::Pattern, dir: &Path) -> Result<Vec<Landed>, LandingError> {
         let failed = |source| LandingError::ListDir {
             path: dir.display().to_string(),
             source,
@@ -98,30 +113,28 @@ impl Landing {
         };
         let mut found = Vec::new();
         for entry in entries {
-            let entry = entry.map_err(failed)?;
-            let name = entry.file_name();
-            if !self.pattern.matches(&name.to_string_lossy()) {
+            let path = entry.map_err(failed)?.path();
+            if path.is_dir() {
+                found.extend(Landing::list_dir(pattern, &path)?);
+                continue;
+            }
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            if !pattern.matches(&name) {
                 continue;
             }
             // A file that went between the listing and this look is not there.
-            let Ok(meta) = std::fs::metadata(entry.path()) else {
+            let Ok(identity) = ravel_loader::input_files(std::slice::from_ref(&path)) else {
                 continue;
             };
-            let Ok(canonical) = std::fs::canonicalize(entry.path()) else {
-                continue;
-            };
-            if !meta.is_file() {
-                continue;
-            }
-            let landed = meta.modified().unwrap_or(UNIX_EPOCH);
+            let identity = identity.into_iter().next().expect("one path, one identity");
+            let landed = std::fs::metadata(&path)
+                .and_then(|m| m.modified())
+                .unwrap_or(UNIX_EPOCH);
+            let location = Location::Local(PathBuf::from(&identity.name));
             found.push(Landed {
-                identity: InputFile {
-                    name: canonical.display().to_string(),
-                    size: meta.len(),
-                    version: nanos(landed).to_string(),
-                },
+                identity,
                 landed,
-                location: Location::Local(canonical),
+                location,
             });
         }
         Ok(found)
@@ -142,8 +155,7 @@ impl Landing {
             let Some(name) = meta.location.filename() else {
                 continue;
             };
-            // Only the prefix's own files, as a local directory's: not deeper keys.
-            if meta.location.parts().count() != 1 || !self.pattern.matches(name) {
+            if !self.pattern.matches(name) {
                 continue;
             }
             let landed = SystemTime::from(meta.last_modified);
@@ -158,7 +170,10 @@ impl Landing {
                     version,
                 },
                 landed,
-                location: Location::Object(meta.location),
+                location: Location::Object {
+                    key: meta.location,
+                    etag: meta.e_tag,
+                },
             });
         }
         Ok(found)
@@ -175,10 +190,10 @@ impl Landing {
         for (i, f) in files.iter().enumerate() {
             match (&f.location, &self.source) {
                 (Location::Local(p), _) => paths.push(p.clone()),
-                (Location::Object(key), Source::Store(store)) => {
+                (Location::Object { key, etag }, Source::Store(store)) => {
                     let name = key.filename().unwrap_or("object");
                     let path = scratch.join(format!("{i:06}-{name}"));
-                    copy_object(store, key, &path)
+                    copy_object(store, key, etag.clone(), &path)
                         .await
                         .map_err(|source| LandingError::Fetch {
                             name: f.identity.name.clone(),
@@ -187,7 +202,7 @@ impl Landing {
                         })?;
                     paths.push(path);
                 }
-                (Location::Object(_), Source::Local(_)) => {
+                (Location::Object { .. }, Source::Local(_)) => {
                     unreachable!("objects are listed from a store only")
                 }
             }
@@ -201,13 +216,21 @@ pub fn format_of(name: &str) -> InputFormat {
     InputFormat::from_path(Path::new(name)).unwrap_or(InputFormat::Parquet)
 }
 
+/// Copies the object `key` as it was listed (`etag`: a changed object fails the copy; the
+/// next listing names its new content) to the local file `to`.
 async fn copy_object(
     store: &Store,
     key: &object_store::path::Path,
+    etag: Option<String>,
     to: &Path,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     use tokio::io::AsyncWriteExt;
-    let mut body = store.object_store().get(key).await?.into_stream();
+    let options = object_store::GetOptions {
+        if_match: etag,
+        ..Default::default()
+    };
+    let got = store.object_store().get_opts(key, options).await?;
+    let mut body = got.into_stream();
     let mut file = tokio::fs::File::create(to).await?;
     while let Some(chunk) = body.try_next().await? {
         file.write_all(&chunk).await?;

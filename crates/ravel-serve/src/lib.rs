@@ -61,6 +61,8 @@ pub async fn serve(
     });
     let statuses = service.run(shutdown).await;
     stop_http.cancel();
+    // A step dropped at shutdown releases its lease from a task of its own: let it run.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     match http.await {
         Ok(Ok(())) => Ok(statuses),
         Ok(Err(e)) => Err(ServeError::Http(e)),

@@ -119,11 +119,8 @@ impl Service {
         let mut next_poll = Instant::now();
         while !shutdown.is_cancelled() {
             if Instant::now() >= next_poll {
-                for t in &mut self.tables {
-                    t.poll(&work).await;
-                }
+                self.poll_all(&work, &shutdown).await;
                 next_poll = Instant::now() + self.poll;
-                self.publish();
             }
             match self.next_step() {
                 Some(step) if !self.opts.dry_run => {
@@ -134,10 +131,8 @@ impl Service {
                 _ if self.opts.once => break,
                 _ => {}
             }
-            for t in &mut self.tables {
-                if !self.opts.dry_run {
-                    t.gc_if_due(&work).await;
-                }
+            if !self.opts.dry_run {
+                self.gc_due(&work, &shutdown).await;
             }
             let wake = self.wake_in(next_poll);
             tokio::select! {
@@ -147,6 +142,33 @@ impl Service {
         }
         self.publish();
         self.shared.statuses()
+    }
+
+    /// Polls every table, each poll given up when a shutdown is asked; logs each table's
+    /// next decision when it changes (in shadow mode, the decisions are the output).
+    async fn poll_all(&mut self, work: &Work<'_>, shutdown: &CancellationToken) {
+        for t in &mut self.tables {
+            let before = t.status.next.clone();
+            tokio::select! {
+                _ = t.poll(work) => {}
+                _ = shutdown.cancelled() => return,
+            }
+            let next = &t.status.next;
+            if (next.action, &next.reason) != (before.action, &before.reason) {
+                tracing::info!(table = %t.cfg.name, action = next.action, reason = %next.reason, dry_run = self.opts.dry_run, "decision");
+            }
+        }
+        self.publish();
+    }
+
+    /// Runs `gc` on the tables whose interval has passed, given up when a shutdown is asked.
+    async fn gc_due(&mut self, work: &Work<'_>, shutdown: &CancellationToken) {
+        for t in &mut self.tables {
+            tokio::select! {
+                _ = t.gc_if_due(work) => {}
+                _ = shutdown.cancelled() => return,
+            }
+        }
     }
 
     /// Loads first: the table whose oldest due file landed first. Then maintenance: the
@@ -165,10 +187,14 @@ impl Service {
         merge.map(|(i, _, _)| Step::Maintain(i))
     }
 
-    /// How long to sleep: until the next poll, or until a pending batch comes of age.
+    /// How long to sleep: until the next poll, or until a pending batch comes of age (in
+    /// shadow mode, which loads nothing, until the next poll).
     fn wake_in(&self, next_poll: Instant) -> Duration {
         let now = SystemTime::now();
         let poll = next_poll.saturating_duration_since(Instant::now());
+        if self.opts.dry_run {
+            return poll;
+        }
         (self.tables.iter())
             .filter_map(|t| t.batch_due_in(now))
             .fold(poll, Duration::min)

@@ -37,6 +37,47 @@ pub struct Table {
     load_retry: Backoff,
     /// After a maintenance that failed: no merge before it allows.
     merge_retry: Backoff,
+    errors: Standing,
+}
+
+/// What failed: a standing error of one kind is cleared when a step of that kind succeeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    Poll,
+    Load,
+    Merge,
+    Gc,
+}
+
+/// The standing error of each kind, and which came last.
+#[derive(Debug, Clone, Default)]
+struct Standing {
+    errors: BTreeMap<Kind, StandingError>,
+    count: u64,
+}
+
+#[derive(Debug, Clone)]
+struct StandingError {
+    order: u64,
+    message: String,
+}
+
+impl Standing {
+    fn set(&mut self, kind: Kind, message: String) {
+        self.count += 1;
+        let order = self.count;
+        self.errors.insert(kind, StandingError { order, message });
+    }
+
+    fn clear(&mut self, kind: Kind) {
+        self.errors.remove(&kind);
+    }
+
+    /// The newest standing error.
+    fn last(&self) -> Option<String> {
+        let newest = self.errors.values().max_by_key(|e| e.order)?;
+        Some(newest.message.clone())
+    }
 }
 
 /// The first wait after a failure, and the longest.
@@ -136,6 +177,7 @@ impl Table {
             drain,
             load_retry: Backoff::new(),
             merge_retry: Backoff::new(),
+            errors: Standing::default(),
         }
     }
 
@@ -143,8 +185,8 @@ impl Table {
     /// (one listing), and works out what is pending. A failure is reported in the status.
     pub async fn poll(&mut self, work: &Work<'_>) {
         match self.try_poll(work).await {
-            Ok(()) => {}
-            Err(e) => self.failed_with(work, format_chain(&*e)),
+            Ok(()) => self.errors.clear(Kind::Poll),
+            Err(e) => self.failed_with(work, Kind::Poll, format_chain(&*e)),
         }
         self.refresh_status();
     }
@@ -165,6 +207,7 @@ impl Table {
                 .as_ref()
                 .map_or(0.0, |t| t.write_amplification());
         }
+        s.last_error = self.errors.last();
         s.pending_files = self.pending.len();
         s.pending_bytes = self.pending.iter().map(|f| f.identity.size).sum();
         s.last_load_at = self.last_load.map(unix_secs);
@@ -176,7 +219,7 @@ impl Table {
     /// What the service does next on this table, and why.
     fn next_decision(&self, now: SystemTime) -> Decision {
         if self.opened.is_none() {
-            let why = self.status.last_error.clone().unwrap_or_default();
+            let why = self.errors.last().unwrap_or_default();
             return Decision::new("wait", format!("the table cannot be opened: {why}"));
         }
         if let Some(oldest) = self.pending.first() {
@@ -319,6 +362,12 @@ impl Table {
     /// Splits the listing into pending files, files consumed already, files that failed
     /// before (unchanged), and files replaced under a consumed name.
     async fn sort_landed(&mut self, listed: Vec<Landed>) -> Result<(), LogError> {
+        // Files gone from the landing prefix leave the failed and replaced lists.
+        let ids: std::collections::BTreeSet<String> =
+            listed.iter().map(|f| f.identity.app_id()).collect();
+        self.failed.retain(|id, _| ids.contains(id));
+        self.replaced
+            .retain(|name, _| listed.iter().any(|f| &f.identity.name == name));
         let snapshot = self.opened().snapshot.as_ref().expect("read");
         let unconsumed: Vec<Landed> = listed
             .into_iter()
@@ -416,7 +465,11 @@ impl Table {
         let Some(format) = self.pending.first().map(|f| format_of(&f.identity.name)) else {
             return batch;
         };
-        for f in self.pending.iter().filter(|f| format_of(&f.identity.name) == format) {
+        for f in self
+            .pending
+            .iter()
+            .filter(|f| format_of(&f.identity.name) == format)
+        {
             if !batch.is_empty() && bytes + f.identity.size > self.cfg.batch_bytes {
                 break;
             }
@@ -451,7 +504,7 @@ impl Table {
         // The batch's files are consumed now, or failed, or wait for the next poll.
         self.pending.clear();
         if let Err(e) = self.read_log().await {
-            self.failed_with(work, e.to_string());
+            self.failed_with(work, Kind::Poll, format_chain(&e));
         }
         self.plan_maintenance(work).await;
         self.refresh_status();
@@ -495,13 +548,15 @@ impl Table {
             self.last_load = Some(now);
             work.metrics.loaded(&self.cfg.name, batch, report.rows, now);
         }
-        self.status.last_error = None;
+        self.errors.clear(Kind::Load);
         self.load_retry.succeeded();
     }
 
     fn load_failed(&mut self, work: &Work<'_>, batch: &[Landed], failure: &BatchFailure) {
         let error = format_chain(&*failure.error);
-        if let Some(f) = failure.file.map(|i| &batch[i]) {
+        // A file that changed or went while it was read is tried again, not marked failed.
+        let file = failure.file.map(|i| &batch[i]).filter(|f| unchanged(f));
+        if let Some(f) = file {
             tracing::warn!(table = %self.cfg.name, file = %f.identity.name, %error, "a landed file cannot be loaded: left out until it changes");
             self.failed.insert(
                 f.identity.app_id(),
@@ -521,7 +576,7 @@ impl Table {
             return;
         }
         self.load_retry.failed();
-        self.failed_with(work, error);
+        self.failed_with(work, Kind::Load, error);
     }
 
     /// Applies the maintenance policy (planned again after conflicts).
@@ -542,12 +597,21 @@ impl Table {
                 self.status.merges += r.steps as u64;
                 work.metrics
                     .merged(&self.cfg.name, r.steps as u64, r.written_bytes);
-                self.status.last_error = None;
+                self.errors.clear(Kind::Merge);
+                // A plan that merged nothing would be planned again at once: wait as after a
+                // failure.
+                match r.steps {
+                    0 => self.merge_retry.failed(),
+                    _ => self.merge_retry.succeeded(),
+                }
             }
-            Err(e) => self.failed_with(work, format_chain(&e)),
+            Err(e) => {
+                self.merge_retry.failed();
+                self.failed_with(work, Kind::Merge, format_chain(&e));
+            }
         }
         if let Err(e) = self.read_log().await {
-            self.failed_with(work, e.to_string());
+            self.failed_with(work, Kind::Poll, format_chain(&e));
         }
         self.plan_maintenance(work).await;
         self.refresh_status();
@@ -573,7 +637,8 @@ impl Table {
                 bound: None,
             }),
             Err(e) => {
-                self.failed_with(work, format!("planning maintenance: {}", format_chain(&e)));
+                let error = format!("planning maintenance: {}", format_chain(&e));
+                self.failed_with(work, Kind::Merge, error);
                 None
             }
         };
@@ -600,14 +665,14 @@ impl Table {
             Ok(r) => {
                 tracing::info!(table = %self.cfg.name, deleted = r.deleted, deleted_bytes = r.deleted_bytes, blocked_by = r.blocked_by.len(), "gc")
             }
-            Err(e) => self.failed_with(work, format!("gc: {}", format_chain(&e))),
+            Err(e) => self.failed_with(work, Kind::Gc, format!("gc: {}", format_chain(&e))),
         }
     }
 
-    fn failed_with(&mut self, work: &Work<'_>, error: String) {
-        tracing::warn!(table = %self.cfg.name, %error, "failed");
+    fn failed_with(&mut self, work: &Work<'_>, kind: Kind, error: String) {
+        tracing::warn!(table = %self.cfg.name, ?kind, %error, "failed");
         self.status.failures += 1;
-        self.status.last_error = Some(error);
+        self.errors.set(kind, error);
         work.metrics.failed(&self.cfg.name);
     }
 }
@@ -644,14 +709,29 @@ impl BatchFailure {
     }
 }
 
-/// Whether the load refused because a version consumed some of its inputs already.
+/// Whether the load refused because a version consumed some of its inputs already (however
+/// the error is wrapped).
 fn is_partly_consumed(e: &IngestError) -> bool {
-    let log = match e {
-        IngestError::Load(CompactError::Log(l)) => l,
-        IngestError::Load(CompactError::Load(LoadError::Log(l))) => l,
-        _ => return false,
-    };
-    matches!(log, LogError::PartlyConsumed { .. })
+    match e {
+        IngestError::Load(c) | IngestError::TakeIn(c) => compact_partly_consumed(c),
+        IngestError::MaintenanceFailed { .. } => false,
+    }
+}
+
+fn compact_partly_consumed(e: &CompactError) -> bool {
+    match e {
+        CompactError::Log(l) => matches!(l, LogError::PartlyConsumed { .. }),
+        CompactError::Load(l) => load_partly_consumed(l),
+        _ => false,
+    }
+}
+
+fn load_partly_consumed(e: &LoadError) -> bool {
+    match e {
+        LoadError::Log(l) => matches!(l, LogError::PartlyConsumed { .. }),
+        LoadError::Failed { source, .. } => load_partly_consumed(source),
+        _ => false,
+    }
 }
 
 /// Adds the inputs `entry` consumed (its `commitInfo.ravel.inputs`) to `names`.
@@ -711,4 +791,16 @@ pub fn unix_secs(t: SystemTime) -> f64 {
     t.duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()
         .as_secs_f64()
+}
+
+/// Whether a landed file is still what was listed: a local file with the same identity; an
+/// object, always (it was read at the listed ETag).
+fn unchanged(f: &Landed) -> bool {
+    match &f.location {
+        crate::landing::Location::Local(path) => {
+            ravel_loader::input_files(std::slice::from_ref(path))
+                .is_ok_and(|now| now.first() == Some(&f.identity))
+        }
+        crate::landing::Location::Object { .. } => true,
+    }
 }

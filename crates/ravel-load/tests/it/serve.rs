@@ -346,7 +346,7 @@ fn files_landing_on_s3_become_visible_with_metrics_and_status_and_sigterm_stops_
 }
 
 #[test]
-fn killed_at_random_moments_the_service_loads_every_file_once() {
+fn killed_at_moments_spread_over_loads_and_merges_the_service_loads_every_file_once() {
     let dir = tempfile::tempdir().unwrap();
     let store = hits_store(dir.path());
     common::ok(
@@ -465,4 +465,25 @@ fn a_table_without_a_layout_is_reported_and_not_loaded() {
     assert_eq!(fresh["loads"], 0);
     assert!(!store.join("fresh/_delta_log").exists());
     assert_eq!(table_of(&doc, "hits")["rows"], 1_000);
+}
+
+#[test]
+fn sigterm_during_a_load_exits_0_and_a_restart_loses_and_doubles_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = hits_store(dir.path());
+    let landing = dir.path().join("landing");
+    std::fs::create_dir(&landing).unwrap();
+    let config = write_config(
+        dir.path(),
+        &[table_toml(p(&store), "hits", p(&landing), "")],
+    );
+    let svc = Service::start(&config, &[]);
+    generated(&landing, "big.parquet", 120_000, 90);
+    // The batch is due a second after the file landed: stop the service while it loads.
+    svc.until("hits", |s| s["pending_files"] == 1);
+    std::thread::sleep(Duration::from_millis(1_300));
+    assert!(svc.terminate().success(), "SIGTERM exits 0");
+    let (doc, code) = once(&config, &[]);
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(rows_and_distinct(p(&store), &[]), (120_000, 120_000));
 }
