@@ -108,34 +108,10 @@ pub fn run(args: LoadArgs) -> Result<()> {
     let inputs = ravel_loader::expand_inputs(&args.input)?;
     let input_files = distinct_inputs(&inputs)?;
     let format = input_format(&args, &inputs)?;
-    if args.max_bad_rows > 0 && format != InputFormat::Tsv {
-        return Err(BadInput("--max-bad-rows applies to TSV input only".into()).into());
-    }
-    if args.max_bad_rows == 0 && (args.rejects.is_some() || args.overwrite_rejects) {
-        return Err(BadInput(
-            "--rejects and --overwrite-rejects need --max-bad-rows (lines to leave out)".into(),
-        )
-        .into());
-    }
-    let rejects = (args.max_bad_rows > 0).then(|| {
-        args.rejects.clone().unwrap_or_else(|| {
-            let mut p = args.input[0].clone().into_os_string();
-            p.push(".rejects");
-            p.into()
-        })
-    });
-    // When the rejects file exists already (only with --overwrite-rejects), its modification
-    // time tells afterwards whether this load wrote it.
-    let rejects_before = match &rejects {
-        Some(path) => {
-            check_rejects(path, &input_files, args.overwrite_rejects)?;
-            modified(path)
-        }
-        None => None,
-    };
+    let rejects = Rejects::asked(&args, format, &input_files)?;
     let tsv = hits_tsv(ravel_loader::BadRows {
         max: args.max_bad_rows,
-        rejects: rejects.clone(),
+        rejects: rejects.path.clone(),
         overwrite: args.overwrite_rejects,
     });
     eprintln!(
@@ -148,43 +124,7 @@ pub fn run(args: LoadArgs) -> Result<()> {
         opts.max_flush_delay.as_secs_f64()
     );
     let store = Store::create(&args.table.store)?;
-    // A live bar on a terminal; plain lines every 5 s otherwise (logs, CI).
-    let terminal = std::io::stderr().is_terminal();
-    let bar = if terminal {
-        let bar = ProgressBar::new_spinner().with_style(
-            ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").expect("valid template"),
-        );
-        // Keeps ticking while a run is sorted and encoded (no batch is pushed meanwhile).
-        bar.enable_steady_tick(std::time::Duration::from_millis(200));
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
-    let started = Instant::now();
-    let mut last_line = Instant::now();
-    let progress = |rows: u64, loader: &ravel_loader::Loader| {
-        let secs = started.elapsed().as_secs_f64().max(1e-9);
-        let msg = format!(
-            "{rows} rows read ({:.0} rows/s), {} objects stored ({:.1} MB/s out), budget {:.0} MB in use",
-            rows as f64 / secs,
-            loader.objects_stored(),
-            loader.stored_bytes() as f64 / 1e6 / secs,
-            loader.budget_in_use() as f64 / 1e6
-        );
-        if terminal {
-            bar.set_message(msg);
-        } else if last_line.elapsed() >= Duration::from_secs(5) {
-            eprintln!("{msg}");
-            last_line = Instant::now();
-        }
-    };
-    let context = || {
-        format!(
-            "loading into table {} in {}",
-            args.table.name,
-            store.location()
-        )
-    };
+    let mut progress = Progress::start();
     let files = ravel_loader::Files {
         paths: &args.input,
         format,
@@ -200,13 +140,14 @@ pub fn run(args: LoadArgs) -> Result<()> {
         &args.table.name,
         &files,
         &ingest,
-        progress,
+        |rows, loader| progress.update(rows, loader),
     ));
-    bar.finish_and_clear();
+    progress.bar.finish_and_clear();
+    let wall = progress.started.elapsed().as_secs_f64();
     let report = match done {
         Ok(report) => report,
         Err(ravel_ingest::IngestError::MaintenanceFailed { report, source }) => {
-            print_load(&args, &report, started.elapsed().as_secs_f64())?;
+            print_load(&args, &report, wall)?;
             if args.json {
                 let mut json = load_json(&report)?;
                 json["maintenance"] = serde_json::json!({ "error": format!("{source:#}") });
@@ -214,19 +155,130 @@ pub fn run(args: LoadArgs) -> Result<()> {
             }
             return Err(ravel_ingest::IngestError::MaintenanceFailed { report, source }.into());
         }
-        Err(e) => return Err(anyhow::Error::new(e).context(context())),
+        Err(e) => {
+            let context = format!(
+                "loading into table {} in {}",
+                args.table.name,
+                store.location()
+            );
+            return Err(anyhow::Error::new(e).context(context));
+        }
     };
-    print_load(&args, &report, started.elapsed().as_secs_f64())?;
+    print_load(&args, &report, wall)?;
+    print_maintenance(&args, &report)?;
+    rejects.report_left_out();
+    Ok(())
+}
+
+/// Prints the maintenance after the load: with `--json`, the load's report with a
+/// `maintenance` key (`null` when it did not run).
+fn print_maintenance(args: &LoadArgs, report: &ravel_ingest::IngestReport) -> Result<()> {
     if args.json {
-        let mut json = load_json(&report)?;
+        let mut json = load_json(report)?;
         json["maintenance"] = serde_json::to_value(report.maintenance.report())?;
         println!("{}", serde_json::to_string_pretty(&json)?);
     } else if let Some(r) = report.maintenance.report() {
         print!("maintenance: ");
         crate::compact_cmd::print_report(r);
     }
-    if let Some(path) = rejects.filter(|p| p.exists() && modified(p) != rejects_before) {
-        let left = std::fs::read_to_string(&path)
+    Ok(())
+}
+
+/// A live bar on a terminal; plain lines every 5 s otherwise (logs, CI).
+struct Progress {
+    bar: ProgressBar,
+    terminal: bool,
+    started: Instant,
+    last_line: Instant,
+}
+
+impl Progress {
+    fn start() -> Progress {
+        let terminal = std::io::stderr().is_terminal();
+        let bar = if terminal {
+            let bar = ProgressBar::new_spinner().with_style(
+                ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
+                    .expect("valid template"),
+            );
+            // Keeps ticking while a run is sorted and encoded (no batch is pushed meanwhile).
+            bar.enable_steady_tick(std::time::Duration::from_millis(200));
+            bar
+        } else {
+            ProgressBar::hidden()
+        };
+        Progress {
+            bar,
+            terminal,
+            started: Instant::now(),
+            last_line: Instant::now(),
+        }
+    }
+
+    fn update(&mut self, rows: u64, loader: &ravel_loader::Loader) {
+        let secs = self.started.elapsed().as_secs_f64().max(1e-9);
+        let msg = format!(
+            "{rows} rows read ({:.0} rows/s), {} objects stored ({:.1} MB/s out), budget {:.0} MB in use",
+            rows as f64 / secs,
+            loader.objects_stored(),
+            loader.stored_bytes() as f64 / 1e6 / secs,
+            loader.budget_in_use() as f64 / 1e6
+        );
+        if self.terminal {
+            self.bar.set_message(msg);
+        } else if self.last_line.elapsed() >= Duration::from_secs(5) {
+            eprintln!("{msg}");
+            self.last_line = Instant::now();
+        }
+    }
+}
+
+/// The TSV rejects file a load writes its left-out lines to, if it may leave lines out.
+struct Rejects {
+    path: Option<PathBuf>,
+    /// When the file exists already (only with --overwrite-rejects), its modification time
+    /// tells afterwards whether this load wrote it.
+    before: Option<std::time::SystemTime>,
+}
+
+impl Rejects {
+    /// The rejects file the flags ask for, checked (see [`check_rejects`]).
+    fn asked(args: &LoadArgs, format: InputFormat, inputs: &[PathBuf]) -> Result<Rejects> {
+        if args.max_bad_rows > 0 && format != InputFormat::Tsv {
+            return Err(BadInput("--max-bad-rows applies to TSV input only".into()).into());
+        }
+        if args.max_bad_rows == 0 && (args.rejects.is_some() || args.overwrite_rejects) {
+            return Err(BadInput(
+                "--rejects and --overwrite-rejects need --max-bad-rows (lines to leave out)".into(),
+            )
+            .into());
+        }
+        let path = (args.max_bad_rows > 0).then(|| {
+            args.rejects.clone().unwrap_or_else(|| {
+                let mut p = args.input[0].clone().into_os_string();
+                p.push(".rejects");
+                p.into()
+            })
+        });
+        let before = match &path {
+            Some(p) => {
+                check_rejects(p, inputs, args.overwrite_rejects)?;
+                modified(p)
+            }
+            None => None,
+        };
+        Ok(Rejects { path, before })
+    }
+
+    /// Says how many lines the load left out, when it wrote the file.
+    fn report_left_out(&self) {
+        let Some(path) = self
+            .path
+            .as_ref()
+            .filter(|p| p.exists() && modified(p) != self.before)
+        else {
+            return;
+        };
+        let left = std::fs::read_to_string(path)
             .map(|t| t.lines().count())
             .unwrap_or(0);
         eprintln!(
@@ -235,7 +287,6 @@ pub fn run(args: LoadArgs) -> Result<()> {
             path.display()
         );
     }
-    Ok(())
 }
 
 /// How `load` and `serve` read TSV: a TSV has no header, so into a table without a recorded

@@ -88,6 +88,12 @@ impl Metrics {
     }
 
     fn register(&self, r: &mut Registry) {
+        self.register_gauges(r);
+        self.register_counters(r);
+    }
+
+    /// The figures of each table's newest version and landing prefix.
+    fn register_gauges(&self, r: &mut Registry) {
         r.register(
             "table_rows",
             "Rows in the table's newest version",
@@ -133,6 +139,10 @@ impl Metrics {
             "Seconds since this process last published a load (-1: none yet)",
             self.since_last_load.clone(),
         );
+    }
+
+    /// What the service did, counted since it started.
+    fn register_counters(&self, r: &mut Registry) {
         r.register("loads", "Batches published", self.loads.clone());
         r.register(
             "files_loaded",
