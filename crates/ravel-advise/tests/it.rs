@@ -310,6 +310,7 @@ async fn apply_stores_the_layout_and_compact_reclusters_by_it() {
         fan_in: None,
         max_input_bytes: None,
         dry_run: false,
+        max_steps: None,
     };
     ravel_compact::compact(&store, "hits", &opts).await.unwrap();
     for m in ravel_testkit::published(&store, "hits").await {

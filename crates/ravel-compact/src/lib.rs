@@ -70,6 +70,9 @@ pub struct CompactOptions {
     /// taken in on an overlay first (see [`ravel_store::Store::overlay`]), so that the plan is
     /// the one the real run makes.
     pub dry_run: bool,
+    /// Steps committed at most, each a version (a service that shares its budget between
+    /// tables takes one at a time); `None`: until the plan asks for none.
+    pub max_steps: Option<usize>,
 }
 
 /// Rows a merged batch holds at most.

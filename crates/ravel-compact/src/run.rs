@@ -397,6 +397,7 @@ async fn run_opened(
         paths: &o.paths,
         layout: &o.layout,
         selector,
+        max_steps: opts.max_steps,
         // Only the objects of the version read, and what this compaction writes: loads
         // committed meanwhile stay untouched.
         allowed: o
@@ -420,6 +421,8 @@ struct Steps<'a> {
     layout: &'a Layout,
     selector: Selector,
     allowed: HashSet<String>,
+    /// Steps to commit at most (see [`CompactOptions::max_steps`]).
+    max_steps: Option<usize>,
 }
 
 /// The totals of the log before the run, with what the run wrote (see [`CompactReport`]).
@@ -460,7 +463,11 @@ impl Steps<'_> {
         // The version read's objects: a step's input among them is one the compaction replaced.
         let originals = self.allowed.clone();
         let (mut plan, mut done) = (first, Progress::default());
+        let most = self.max_steps.unwrap_or(usize::MAX);
         while let Selection::Merge(chosen) = self.selector.next(&plan, template.geometry.fan_in) {
+            if report.steps >= most {
+                break;
+            }
             report.reason = chosen.reason.clone();
             self.step(&template, chosen, &originals, &mut done, report)
                 .await?;

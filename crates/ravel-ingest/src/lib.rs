@@ -80,6 +80,7 @@ impl IngestOptions {
             fan_in: None,
             max_input_bytes: None,
             dry_run: false,
+            max_steps: None,
         }
     }
 }

@@ -60,6 +60,7 @@ impl MergeFlags {
             fan_in: args.fan_in,
             max_input_bytes: None,
             dry_run: false,
+            max_steps: None,
         })
     }
 }

@@ -582,7 +582,9 @@ impl Table {
     /// Applies the maintenance policy (planned again after conflicts).
     pub async fn maintain(&mut self, work: &Work<'_>) {
         let o = self.opened();
-        let opts = work.ingest.compact_options();
+        // One merge step a turn: loads, and other tables' merges, come between two steps.
+        let mut opts = work.ingest.compact_options();
+        opts.max_steps = Some(1);
         let done = ravel_ingest::maintain_retrying(
             &o.store,
             &self.cfg.name,

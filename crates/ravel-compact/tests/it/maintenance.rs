@@ -29,6 +29,7 @@ fn options() -> CompactOptions {
         fan_in: None,
         max_input_bytes: None,
         dry_run: false,
+        max_steps: None,
     }
 }
 
@@ -69,11 +70,35 @@ fn small_runs() -> ravel_loader::LoadOptions {
     }
 }
 
+/// How maintenance runs after each load: the whole policy at once, or a step at a time (as
+/// the service takes turns), until it asks for none.
+async fn maintain_after(store: &Store, step_at_a_time: bool) -> ravel_compact::CompactReport {
+    if !step_at_a_time {
+        return maintain(store, "t", &options()).await.unwrap();
+    }
+    let one = CompactOptions {
+        max_steps: Some(1),
+        ..options()
+    };
+    let mut first = maintain(store, "t", &one).await.unwrap();
+    loop {
+        let next = maintain(store, "t", &one).await.unwrap();
+        assert!(next.steps <= 1, "one step at most: {next:?}");
+        if next.steps == 0 {
+            first.depth_after = next.depth_after;
+            return first;
+        }
+        first.input_rows += next.input_rows;
+        first.output_rows += next.output_rows;
+    }
+}
+
 async fn check(
     c: Case,
     loads: usize,
     policy: Maintenance,
     deep_first_load: bool,
+    step_at_a_time: bool,
 ) -> Result<(), TestCaseError> {
     let (mut layout, input) = table(&c);
     if input.num_rows() == 0 || layout.clustering_key.is_none() {
@@ -95,7 +120,7 @@ async fn check(
             false => load(&store, load_pieces).await,
         }
         loaded += load_pieces.iter().map(|b| b.num_rows()).sum::<usize>();
-        let report = maintain(&store, "t", &options()).await.unwrap();
+        let report = maintain_after(&store, step_at_a_time).await;
         match depth_bound(&policy) {
             Some(bound) => prop_assert!(
                 report.depth_after <= bound,
@@ -157,8 +182,9 @@ proptest! {
         loads in 3usize..=9,
         policy in policy(),
         deep_first_load in any::<bool>(),
+        step_at_a_time in any::<bool>(),
     ) {
         let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-        rt.block_on(check(c, loads, policy, deep_first_load))?;
+        rt.block_on(check(c, loads, policy, deep_first_load, step_at_a_time))?;
     }
 }

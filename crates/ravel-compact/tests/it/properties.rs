@@ -120,6 +120,7 @@ fn in_passes() -> CompactOptions {
         fan_in: None,
         max_input_bytes: None,
         dry_run: false,
+        max_steps: None,
     }
 }
 
@@ -131,6 +132,7 @@ fn in_steps() -> CompactOptions {
         fan_in: None,
         max_input_bytes: Some(8_000),
         dry_run: false,
+        max_steps: None,
     }
 }
 

@@ -77,6 +77,7 @@ fn compact_options() -> CompactOptions {
         fan_in: None,
         max_input_bytes: None,
         dry_run: false,
+        max_steps: None,
     }
 }
 
