@@ -197,29 +197,32 @@ fn once_loads_each_landed_file_once_and_reports_the_files_that_fail_or_were_repl
         generated(&landing, &format!("p{i}.parquet"), 4_000, 40 + i);
     }
     std::fs::write(landing.join("broken.parquet"), b"not parquet").unwrap();
+    // Another table's rows: columns the hits table does not have.
+    crate::foreign::write_rows(&landing.join("other.parquet"), 0, 100);
     let config = write_config(
         dir.path(),
         &[table_toml(p(&store), "hits", p(&landing), "")],
     );
-    // The broken file fails alone: the others load, and --once exits 1 naming it.
+    // The broken file and the other table's fail alone: the others load, and --once exits 1
+    // naming both.
     let (doc, code) = once(&config, &[]);
     let t = table_of(&doc, "hits");
     assert_eq!(code, 1, "{doc:#}");
     assert_eq!(t["rows"], 12_000, "{t:#}");
     let failed = t["failed_files"].as_array().unwrap();
-    assert_eq!(failed.len(), 1, "{t:#}");
-    assert!(
-        failed[0]["name"]
-            .as_str()
-            .unwrap()
-            .ends_with("broken.parquet")
-    );
-    assert!(
-        failed[0]["error"].as_str().unwrap().contains("Parquet"),
-        "{t:#}"
-    );
+    assert_eq!(failed.len(), 2, "{t:#}");
+    let error_of = |name: &str| {
+        let f = failed
+            .iter()
+            .find(|f| f["name"].as_str().unwrap().ends_with(name));
+        let f = f.unwrap_or_else(|| panic!("{name} not failed: {t:#}"));
+        f["error"].as_str().unwrap().to_string()
+    };
+    assert!(error_of("broken.parquet").contains("Parquet"), "{t:#}");
+    assert!(error_of("other.parquet").contains("column"), "{t:#}");
     // Again: nothing new is loaded.
     std::fs::remove_file(landing.join("broken.parquet")).unwrap();
+    std::fs::remove_file(landing.join("other.parquet")).unwrap();
     let (doc, code) = once(&config, &[]);
     assert_eq!(
         (code, table_of(&doc, "hits")["loads"].as_u64()),
