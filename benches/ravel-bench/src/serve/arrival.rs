@@ -138,6 +138,7 @@ fn sample_of(status: &Value, t_s: f64, process: usize) -> Sample {
         loads: n("loads"),
         merges: n("merges"),
         failures: n("failures"),
+        next_action: status["next"]["action"].as_str().unwrap_or("").into(),
     }
 }
 
@@ -212,13 +213,18 @@ pub fn kill_moments(last_s: f64, kills: u32) -> Vec<f64> {
         .collect()
 }
 
-/// Polls until no file is pending, every row is visible and the depth is within its bound.
+/// Polls until no file is pending, every row is visible, the depth is within its bound and
+/// no merge is planned: a merge still running when the service stops would write bytes its
+/// counters, read before the stop, do not hold.
 fn settle(d: &mut Driver) -> Result<()> {
     let start = Instant::now();
     let expected = d.plan.expected_rows;
     loop {
         let done = d.sample().is_some_and(|s| {
-            s.pending_files == 0 && s.rows >= expected && s.depth_bound.is_none_or(|b| s.depth <= b)
+            s.pending_files == 0
+                && s.rows >= expected
+                && s.depth_bound.is_none_or(|b| s.depth <= b)
+                && s.next_action == "nothing"
         });
         if done {
             return Ok(());

@@ -108,6 +108,7 @@ mod tests {
             loads: 0,
             merges,
             failures: 0,
+            next_action: "nothing".into(),
         }
     }
 

@@ -78,6 +78,9 @@ pub struct Sample {
     pub loads: u64,
     pub merges: u64,
     pub failures: u64,
+    /// The service's next action (`load`, `merge`, `wait`, `nothing`).
+    #[serde(default)]
+    pub next_action: String,
 }
 
 /// One service process of the arrival and how it ended.
@@ -122,7 +125,8 @@ pub struct Figures {
     pub polls_over_bound: usize,
     pub peak_rss_mb: f64,
     pub cpu_s: f64,
-    /// From the last arrival until no file was pending and the depth was within its bound.
+    /// From the last arrival until no file was pending, the depth was within its bound and
+    /// the service had nothing left to do (no merge planned).
     pub settle_s: f64,
 }
 
