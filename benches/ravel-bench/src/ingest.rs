@@ -26,7 +26,7 @@ use points::Points;
 use record::{FORMAT, IngestResult, LoadRecord, Merge, Params, Report, Sums, TableLoad, Totals};
 
 /// The days of the initial rows: July 2013.
-const INITIAL_DAYS: u32 = 31;
+pub(crate) const INITIAL_DAYS: u32 = 31;
 
 #[derive(Args)]
 pub struct IngestArgs {
@@ -202,15 +202,15 @@ fn initial(
 
 /// Which rows `generate` draws: `seed`'s, of days [first_day, first_day + days) after
 /// 2013-07-01, on the counters of `world_seed`.
-struct Draw {
-    seed: u64,
-    world_seed: u64,
-    first_day: u32,
-    days: u32,
+pub(crate) struct Draw {
+    pub seed: u64,
+    pub world_seed: u64,
+    pub first_day: u32,
+    pub days: u32,
 }
 
 /// `ravel-load gen` of `rows` rows of `draw`; its wall seconds.
-fn generate(bin: &Path, rows: u64, draw: Draw, out: &Path) -> Result<f64> {
+pub(crate) fn generate(bin: &Path, rows: u64, draw: Draw, out: &Path) -> Result<f64> {
     let m = exec::run(
         Command::new(bin)
             .args([

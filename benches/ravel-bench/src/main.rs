@@ -11,6 +11,7 @@ mod ingest;
 mod machine;
 mod presort;
 mod result;
+mod serve;
 mod steps;
 
 use std::path::{Path, PathBuf};
@@ -71,6 +72,11 @@ enum Cmd {
     /// same rows compacted to depth 1 after every load: seconds, write amplification, depth
     /// and the point statements' cold traffic; writes `ingest.json` and `ingest.svg`.
     Ingest(ingest::IngestArgs),
+    /// Files of a fixed size arrive at a fixed rate into a running `ravel-load serve`, killed
+    /// at evenly spread moments: each file's landing-to-visible latency, write amplification,
+    /// depth against its bound, peak RSS and CPU, every row once, the idle CPU; writes
+    /// `serve.json` and `serve.svg`.
+    Serve(serve::ServeArgs),
     /// Write the rows of a Parquet file sorted by the hits clustering key (the input of
     /// `load-presorted`; `run` and `ab` call it as a child process so that their own memory
     /// stays small: a child's peak RSS counts its parent's at the fork).
@@ -236,6 +242,7 @@ fn main() -> Result<()> {
             draw_chart(&results, &a.out)
         }
         Cmd::Ingest(a) => ingest::run(a),
+        Cmd::Serve(a) => serve::run(a),
         Cmd::Presort { input, out, memory } => presort::presort(&input, &out, memory),
         Cmd::ClusterGain {
             rows,
