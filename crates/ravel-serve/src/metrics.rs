@@ -205,39 +205,48 @@ impl Metrics {
         self.failures.get_or_create(&Metrics::label(table)).inc();
     }
 
-    /// Sets the gauges from the tables' statuses.
+    /// Sets the gauges from the tables' statuses. A table not polled yet (a service just
+    /// started) has its counters, at 0, and no gauges, rather than zeros a scraper would take
+    /// for an empty table.
     pub fn set(&self, tables: &[TableStatus]) {
         for t in tables {
             let l = Metrics::label(&t.name);
-            let int = |g: &IntGauges, v: u64| {
-                g.get_or_create(&l)
-                    .set(i64::try_from(v).unwrap_or(i64::MAX));
-            };
-            int(&self.rows, t.rows);
-            int(&self.objects, t.objects as u64);
-            int(&self.stored_bytes, t.stored_bytes);
-            int(&self.depth, t.depth as u64);
-            self.depth_bound
-                .get_or_create(&l)
-                .set(t.depth_bound.map_or(-1, |b| b as i64));
-            self.write_amplification
-                .get_or_create(&l)
-                .set(t.write_amplification);
-            int(&self.pending_files, t.pending_files as u64);
-            int(&self.pending_bytes, t.pending_bytes);
-            self.since_last_load
-                .get_or_create(&l)
-                .set(t.seconds_since_last_load.unwrap_or(-1.0));
-            // Counters exist from the start, at 0.
-            for c in [
+            let counters = [
                 &self.loads,
                 &self.merges,
                 &self.failures,
                 &self.files_loaded,
-            ] {
+                &self.rows_loaded,
+                &self.merge_written_bytes,
+            ];
+            for c in counters {
                 let _ = c.get_or_create(&l);
             }
+            if t.polled {
+                self.set_gauges(&l, t);
+            }
         }
+    }
+
+    fn set_gauges(&self, l: &TableLabel, t: &TableStatus) {
+        let int = |g: &IntGauges, v: u64| {
+            g.get_or_create(l).set(i64::try_from(v).unwrap_or(i64::MAX));
+        };
+        int(&self.rows, t.rows);
+        int(&self.objects, t.objects as u64);
+        int(&self.stored_bytes, t.stored_bytes);
+        int(&self.depth, t.depth as u64);
+        self.depth_bound
+            .get_or_create(l)
+            .set(t.depth_bound.map_or(-1, |b| b as i64));
+        self.write_amplification
+            .get_or_create(l)
+            .set(t.write_amplification);
+        int(&self.pending_files, t.pending_files as u64);
+        int(&self.pending_bytes, t.pending_bytes);
+        self.since_last_load
+            .get_or_create(l)
+            .set(t.seconds_since_last_load.unwrap_or(-1.0));
     }
 
     /// The text exposition of every series.

@@ -9,6 +9,9 @@ pub struct TableStatus {
     pub name: String,
     pub store: String,
     pub landing: String,
+    /// The service has read the table's log since it started: until then, its figures are
+    /// unknown (not zero).
+    pub polled: bool,
     /// The newest version read; `None` before the first load.
     pub version: Option<u64>,
     pub rows: u64,

@@ -207,6 +207,7 @@ impl Table {
                 .as_ref()
                 .map_or(0.0, |t| t.write_amplification());
         }
+        s.polled = snapshot.is_some();
         s.last_error = self.errors.last();
         s.pending_files = self.pending.len();
         s.pending_bytes = self.pending.iter().map(|f| f.identity.size).sum();
