@@ -127,9 +127,9 @@ impl Landing {
                 continue;
             };
             let identity = identity.into_iter().next().expect("one path, one identity");
-            let landed = std::fs::metadata(&path)
-                .and_then(|m| m.modified())
-                .unwrap_or(UNIX_EPOCH);
+            // The identity's version is the modification time in nanoseconds: no second stat.
+            let nanos = identity.version.parse::<u64>().unwrap_or(0);
+            let landed = UNIX_EPOCH + Duration::from_nanos(nanos);
             let location = Location::Local(PathBuf::from(&identity.name));
             found.push(Landed {
                 identity,

@@ -366,9 +366,11 @@ impl Table {
         // Files gone from the landing prefix leave the failed and replaced lists.
         let ids: std::collections::BTreeSet<String> =
             listed.iter().map(|f| f.identity.app_id()).collect();
+        let names: std::collections::BTreeSet<&str> =
+            listed.iter().map(|f| f.identity.name.as_str()).collect();
         self.failed.retain(|id, _| ids.contains(id));
         self.replaced
-            .retain(|name, _| listed.iter().any(|f| &f.identity.name == name));
+            .retain(|name, _| names.contains(name.as_str()));
         let snapshot = self.opened().snapshot.as_ref().expect("read");
         let unconsumed: Vec<Landed> = listed
             .into_iter()
