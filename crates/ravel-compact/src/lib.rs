@@ -32,6 +32,7 @@
 //! meanwhile stay untouched.
 
 mod adopt;
+pub mod job;
 mod maintenance;
 mod merge;
 mod plan;
@@ -107,6 +108,8 @@ pub enum CompactError {
     #[error(transparent)]
     Adopt(#[from] AdoptError),
     #[error(transparent)]
+    Job(#[from] job::JobError),
+    #[error(transparent)]
     Arrow(#[from] arrow::error::ArrowError),
     #[error(
         "table {0:?} has no clustering key: its objects keep arrival order, there is nothing to compact"
@@ -125,6 +128,7 @@ impl CompactError {
             CompactError::Layout(e) => e.is_invalid_input(),
             CompactError::Load(e) => e.is_invalid_input(),
             CompactError::Adopt(AdoptError::ExtraColumn(_)) => true,
+            CompactError::Job(e) => e.is_invalid_input(),
             _ => false,
         }
     }

@@ -115,6 +115,22 @@ pub(crate) fn runs_of(manifest: &ravel_manifest::Manifest, intermediate: bool) -
     runs
 }
 
+/// Objects in manifest order as chains, one per run (consecutive objects of one run).
+pub(crate) fn runs_of_objects(objects: &[ObjectEntry]) -> Vec<Vec<InputObject>> {
+    let mut runs: Vec<Vec<InputObject>> = Vec::new();
+    for o in objects {
+        let object = InputObject {
+            entry: o.clone(),
+            order: 0,
+        };
+        match runs.last_mut() {
+            Some(r) if r.last().is_some_and(|l| l.entry.run == o.run) => r.push(object),
+            _ => runs.push(vec![object]),
+        }
+    }
+    runs
+}
+
 /// Writes merged rows through loaders and keeps what they prepared until the commit.
 pub(crate) struct Writer<'a> {
     store: &'a Store,
@@ -245,20 +261,20 @@ fn bounded_step(plan: &Plan, max: u64, fan_in: usize) -> Option<Step> {
 }
 
 /// The table as a run finds it: its layout, the version read and what that version holds.
-struct Opened {
-    layout: Layout,
+pub(crate) struct Opened {
+    pub(crate) layout: Layout,
     paths: TablePaths,
     log: TableLog,
-    read_version: u64,
+    pub(crate) read_version: u64,
     totals: ravel_log::Totals,
-    live: Vec<LiveManifest>,
+    pub(crate) live: Vec<LiveManifest>,
     /// Objects of the version other Delta writers added.
-    foreign: usize,
-    schema: Schema,
+    pub(crate) foreign: usize,
+    pub(crate) schema: Schema,
     order: ClusteringOrder,
 }
 
-async fn open(store: &Store, table: &str) -> Result<Opened, CompactError> {
+pub(crate) async fn open(store: &Store, table: &str) -> Result<Opened, CompactError> {
     let layouts = LayoutStore::new(store, table)?;
     let layout = layouts.load().await?;
     let paths = layouts.table().clone();
@@ -812,6 +828,49 @@ impl<'a> Writer<'a> {
         }
     }
 
+    /// The rows of `chains` in `window`, merged into objects to publish (`None`: no row of
+    /// theirs is in it). Rows outside the window are read and left (another step merges them).
+    pub(crate) async fn merge_range(
+        &mut self,
+        chains: Vec<Work>,
+        window: &crate::Window,
+    ) -> Result<Option<Prepared>, CompactError> {
+        let mut loader = self.loader().await?;
+        loader.set_presorted()?;
+        match self.fill_range(&mut loader, chains, window).await {
+            Ok(()) if loader.rows() == 0 => Ok(None),
+            Ok(()) => Ok(Some(self.prepared(loader).await?)),
+            Err(CompactError::Load(e)) => Err(CompactError::from(loader.abandon(e).await)),
+            Err(e) => Err(CompactError::from(loader.abandon(read_failed(e)).await)),
+        }
+    }
+
+    async fn fill_range(
+        &self,
+        loader: &mut Loader,
+        chains: Vec<Work>,
+        window: &crate::Window,
+    ) -> Result<(), CompactError> {
+        let mut slices: Vec<Slices> = chains
+            .into_iter()
+            .map(|c| ChainReader::new(self.os.clone(), c.objects, self.geometry.slicing()).spawn())
+            .collect();
+        if let Some(lo) = &window.lo {
+            for s in slices.iter_mut() {
+                skip_below(s, &self.order, lo).await?;
+            }
+        }
+        let hi = window.hi.clone();
+        let mut merge = Merge::bounded(slices, self.order.clone(), BATCH_ROWS, hi);
+        while let Some(b) = merge.next_batch().await? {
+            push(loader, b).await?;
+        }
+        if loader.rows() > 0 {
+            loader.end_run().await?;
+        }
+        Ok(())
+    }
+
     /// A bounded step: per chain, its rows below the range (written back), then the merge of
     /// the range, then per chain its rows above (written back), each sequence a run of its own.
     #[tracing::instrument(level = "debug", skip_all, fields(chains = step.chains.len()))]
@@ -877,7 +936,10 @@ impl<'a> Writer<'a> {
     /// The chains as sorted sequences: chains of an older layout (consecutive ones together)
     /// go through a loader, whose runs become chains in their place.
     #[tracing::instrument(level = "debug", skip_all, fields(chains = chains.len()))]
-    async fn sort_unsorted(&mut self, chains: &[Chain]) -> Result<Vec<Work>, CompactError> {
+    pub(crate) async fn sort_unsorted(
+        &mut self,
+        chains: &[Chain],
+    ) -> Result<Vec<Work>, CompactError> {
         let mut out = Vec::new();
         let mut i = 0;
         while i < chains.len() {
@@ -1072,6 +1134,22 @@ fn written_back(c: &Chain, runs: std::ops::Range<u64>) -> WrittenBack {
         },
         order: c.order,
     }
+}
+
+/// Reads past the rows of `slices` below `key` (another step merges them).
+async fn skip_below(
+    slices: &mut Slices,
+    order: &ClusteringOrder,
+    key: &[serde_json::Value],
+) -> Result<(), CompactError> {
+    while let Some(b) = slices.next().await.map_err(crate::merge::read_error)? {
+        let n = crate::merge::rows_below(order, &b, key)?;
+        if n < b.num_rows() {
+            slices.put_back(b.slice(n, b.num_rows() - n));
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// Pushes the rows of `slices` below `key` and hands back the rest; returns the rows pushed.

@@ -130,7 +130,7 @@ fn holds(o: &ObjectEntry, key: &[Value]) -> bool {
 }
 
 /// Whether an object has a key in `w`.
-fn within(o: &ObjectEntry, w: &Window) -> bool {
+pub(crate) fn within(o: &ObjectEntry, w: &Window) -> bool {
     let Some((f, l)) = range(o) else { return true };
     let above_lo =
         w.lo.as_ref()
@@ -142,7 +142,7 @@ fn within(o: &ObjectEntry, w: &Window) -> bool {
 }
 
 /// The objects of `step` that hold a key in `w`, as a step bounded by `w`.
-fn take(step: &Step, w: &Window) -> Step {
+pub(crate) fn take(step: &Step, w: &Window) -> Step {
     let chains = step
         .chains
         .iter()

@@ -9,6 +9,7 @@ mod exit;
 mod flags;
 mod gc_cmd;
 mod gen_cmd;
+mod job_cmd;
 mod layout_cmd;
 mod load_cmd;
 mod logging;
@@ -77,6 +78,13 @@ enum Command {
     /// Keep tables loaded and clustered: load each landing file once, maintain the tables
     /// under one budget, serve metrics and status over HTTP (SIGTERM or SIGINT stops it).
     Serve(serve_cmd::ServeArgs),
+    /// Plan a load, compaction or maintenance merge as a job of steps for any engine to run
+    /// (`run-step` each, then `commit`).
+    Plan(job_cmd::PlanArgs),
+    /// Run one step of a job: writes objects and a result, never the table's log.
+    RunStep(job_cmd::RunStepArgs),
+    /// Publish a job's steps as one version (or, for a merge, one per group with --per-step).
+    Commit(job_cmd::CommitArgs),
     /// Print the load geometry this machine's memory selects.
     Tier {
         /// Print JSON.
@@ -130,6 +138,9 @@ fn run(command: Command) -> Result<()> {
         Command::BenchQueries(args) => bench_queries_cmd::run(args),
         Command::Advise(args) => advise_cmd::run(args),
         Command::Serve(args) => serve_cmd::run(args),
+        Command::Plan(args) => job_cmd::plan(args),
+        Command::RunStep(args) => job_cmd::run_step(args),
+        Command::Commit(args) => job_cmd::commit(args),
         Command::Tier { json } => {
             let tier = ravel_tier::Tier::detect()?;
             if json {

@@ -77,7 +77,7 @@ pub(crate) async fn load_with(store: &Store, batches: &[RecordBatch], opts: Load
 }
 
 /// Every row of the newest version, objects in key order (when they have keys).
-async fn rows_in_key_order(store: &Store) -> RecordBatch {
+pub(crate) async fn rows_in_key_order(store: &Store) -> RecordBatch {
     let mut objects: Vec<ravel_manifest::ObjectEntry> = ravel_testkit::published(store, "t")
         .await
         .into_iter()
