@@ -1,0 +1,46 @@
+"""python -m ravel_ray load|compact|maintain --store S --table T [--input GLOB...] [--steps N]
+[--address ADDR]: a ravel-load job on Ray (a local Ray on loopback without --address)."""
+
+import argparse
+import json
+import sys
+
+from .driver import JobFailed, run_job
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m ravel_ray", description=__doc__)
+    p.add_argument("operation", choices=["load", "compact", "maintain"])
+    p.add_argument("--store", required=True, help="a local directory or s3://bucket/prefix")
+    p.add_argument("--table", required=True)
+    p.add_argument("--input", nargs="+", default=[], help="Parquet files or globs (load)")
+    p.add_argument("--steps", type=int, default=4, help="merge steps; a load also splits into as many shares")
+    p.add_argument("--address", help="a running Ray cluster (default: start a local one on 127.0.0.1)")
+    p.add_argument("--max-retries", type=int, default=3, help="retries of a step whose worker died")
+    p.add_argument("--json", action="store_true", help="print the commit's report as JSON")
+    a = p.parse_args(argv)
+    if a.operation == "load" and not a.input:
+        p.error("load needs --input")
+    if a.operation != "load" and a.input:
+        p.error(f"{a.operation} takes no --input")
+    try:
+        report = run_job(a.operation, a.store, a.table, a.input, a.steps, a.address, a.max_retries)
+    except JobFailed as e:
+        print(e.message if e.message.startswith("error:") else f"error: {e.message}", file=sys.stderr)
+        return e.code
+    if a.json:
+        print(json.dumps(report, indent=2))
+    else:
+        v = report.get("version")
+        if report.get("already_published"):
+            print(f"job {report['job']}: already published in version {v}")
+        else:
+            print(
+                f"job {report['job']} ({report['operation']}): version {v}, {report['objects']} objects, "
+                f"{report['rows']} rows, {report['stored_bytes']} bytes stored, {report['wall_s']:.2f} s commit"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
