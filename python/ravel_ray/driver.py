@@ -20,9 +20,13 @@ class JobFailed(Exception):
     """A ravel-load command failed: its exit code and message, as the CLI gave them."""
 
     def __init__(self, code, message):
-        super().__init__(message)
+        # Both in args: Ray sends a task's exception back pickled, rebuilt as cls(*args).
+        super().__init__(code, message)
         self.code = code
         self.message = message
+
+    def __str__(self):
+        return self.message
 
 
 def _run(args):
@@ -97,10 +101,12 @@ def run_job(operation, store, table, inputs=(), steps=4, address=None, max_retri
         try:
             results = []
             step = _step.options(max_retries=max_retries)
+            # One copy of the plan in the object store, whatever the number of steps.
+            plan_ref = ray.put(plan_text)
             for kind in ("split", "merge"):
                 indices = [s["index"] for s in job["steps"] if s["kind"] == kind]
                 try:
-                    results += ray.get([step.remote(plan_text, i) for i in indices])
+                    results += ray.get([step.remote(plan_ref, i) for i in indices])
                 except ray.exceptions.RayTaskError as e:
                     cause = e.cause if isinstance(e.cause, JobFailed) else None
                     if cause is not None:

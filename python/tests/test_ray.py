@@ -124,5 +124,15 @@ class RayJobs(unittest.TestCase):
         self.assertIn("error:", done.stderr)
 
 
+class Failures(unittest.TestCase):
+    def test_a_steps_failure_survives_the_trip_back_from_its_task(self):
+        import pickle
+
+        from ravel_ray import JobFailed
+
+        e = pickle.loads(pickle.dumps(JobFailed(2, "error: table \"t\" has no clustering key")))
+        self.assertEqual((e.code, str(e)), (2, 'error: table "t" has no clustering key'))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -266,10 +266,9 @@ async fn publish_group(
     let version = committed.version();
     let published = matches!(committed, Committed::Version(_));
     report.already_published |= !published;
-    if published
-        && manifest.blooms.as_ref().map(|b| &b.key) != ordered[0].blooms.as_ref().map(|b| &b.key)
-    {
-        delete_step_sidecars(store, &ordered).await;
+    if published {
+        let joined = manifest.blooms.as_ref().map(|b| b.key.as_str());
+        delete_step_sidecars(store, &ordered, joined).await;
     }
     report.version = Some(version);
     report.objects += manifest.objects.len();
@@ -304,10 +303,11 @@ async fn consumed_already(
     ))
 }
 
-/// Deletes the merge steps' own sidecars once the joined one is published (a failure is
-/// logged: `gc` collects them).
-async fn delete_step_sidecars(store: &Store, results: &[&StepResult]) {
-    for b in results.iter().filter_map(|r| r.blooms.as_ref()) {
+/// Deletes the merge steps' own sidecars once the joined one (`joined`, which may be one of
+/// them) is published. A failure is logged: `gc` collects them.
+async fn delete_step_sidecars(store: &Store, results: &[&StepResult], joined: Option<&str>) {
+    let own = results.iter().filter_map(|r| r.blooms.as_ref());
+    for b in own.filter(|b| Some(b.key.as_str()) != joined) {
         if let Err(e) = store
             .object_store()
             .delete(&Path::from(b.key.as_str()))

@@ -24,9 +24,10 @@
 //! objects' first keys. The commit replaces the inputs with the steps' objects, under
 //! `compact`'s rule: it conflicts when an input left the table meanwhile.
 //!
-//! **Retries.** A step writes only content-addressed objects, its spill under a prefix of its
-//! own attempt, and its result; it never touches the log. Two attempts of one step write the
-//! same bytes under the same names, so a retry cannot change the outcome. Objects of failed or
+//! **Retries.** A step writes content-addressed objects, a split step its spill under a prefix
+//! of its own attempt and then its result under the job's prefix (the last finished attempt's
+//! stands; every attempt lists the same rows); it never touches the log. Two attempts of one
+//! merge step write the same bytes under the same names, so a retry cannot change the outcome. Objects of failed or
 //! superseded attempts are unreferenced: `gc` collects them under its lease and retention rules.
 
 mod commit;
