@@ -93,14 +93,7 @@ pub async fn commit(store: &Store, c: Commit<'_>) -> Result<CommitReport, Compac
     let results = by_step(job, c.results)?;
     let layouts = LayoutStore::new(store, &job.table)?;
     let layout = layouts.load().await?;
-    if layout.generation != job.layout_generation {
-        return Err(JobError::LayoutChanged {
-            table: job.table.clone(),
-            planned: job.layout_generation,
-            now: layout.generation,
-        }
-        .into());
-    }
+    job.check_layout(&layout)?;
     let paths = layouts.table().clone();
     let groups = match c.mode {
         CommitMode::Whole => vec![job.merge_steps().map(|s| s.index).collect()],

@@ -371,6 +371,18 @@ impl Job {
         })
     }
 
+    /// Checks that `layout` is the generation the job was planned under.
+    pub fn check_layout(&self, layout: &ravel_layout::Layout) -> Result<(), JobError> {
+        if layout.generation == self.layout_generation {
+            return Ok(());
+        }
+        Err(JobError::LayoutChanged {
+            table: self.table.clone(),
+            planned: self.layout_generation,
+            now: layout.generation,
+        })
+    }
+
     pub fn check_format(&self) -> Result<(), JobError> {
         match self.format {
             JOB_FORMAT => Ok(()),

@@ -27,15 +27,7 @@ pub async fn run_step(store: &Store, job: &Job, step: usize) -> Result<StepResul
     let started = Instant::now();
     let s = job.check_step(step)?;
     let layouts = LayoutStore::new(store, &job.table)?;
-    let layout = layouts.load().await?;
-    if layout.generation != job.layout_generation {
-        return Err(JobError::LayoutChanged {
-            table: job.table.clone(),
-            planned: job.layout_generation,
-            now: layout.generation,
-        }
-        .into());
-    }
+    job.check_layout(&layouts.load().await?)?;
     let mut result = match &s.work {
         StepWork::Split { share, files, .. } => split(store, job, step, *share, files).await?,
         StepWork::Merge { set, lo, hi, .. } => {
