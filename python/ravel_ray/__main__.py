@@ -16,6 +16,7 @@ def main(argv=None):
     p.add_argument("--input", nargs="+", default=[], help="Parquet files or globs (load)")
     p.add_argument("--steps", type=int, default=4, help="merge steps; a load also splits into as many shares")
     p.add_argument("--address", help="a running Ray cluster (default: start a local one on 127.0.0.1)")
+    p.add_argument("--load-budget", type=int, help="bytes one step may hold (default: the tier's budget)")
     p.add_argument("--max-retries", type=int, default=3, help="retries of a step whose worker died")
     p.add_argument("--json", action="store_true", help="print the commit's report as JSON")
     a = p.parse_args(argv)
@@ -24,7 +25,7 @@ def main(argv=None):
     if a.operation != "load" and a.input:
         p.error(f"{a.operation} takes no --input")
     try:
-        report = run_job(a.operation, a.store, a.table, a.input, a.steps, a.address, a.max_retries)
+        report = run_job(a.operation, a.store, a.table, a.input, a.steps, a.address, a.max_retries, a.load_budget)
     except JobFailed as e:
         print(e.message if e.message.startswith("error:") else f"error: {e.message}", file=sys.stderr)
         return e.code

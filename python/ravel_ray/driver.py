@@ -11,8 +11,8 @@ import ray
 
 BINARY = "ravel-load"
 
-# Test switch: "STEP:MARKER" kills the worker running STEP on its first attempt (when MARKER,
-# a file path, does not exist yet), after the step's process has started.
+# Test switch: "STEP:MARKER[,STEP:MARKER...]" kills the worker running STEP on its first attempt
+# (when MARKER, a file path, does not exist yet), after the step's process has started.
 KILL_FIRST_ATTEMPT = "RAVEL_RAY_KILL_FIRST_ATTEMPT"
 
 
@@ -54,12 +54,12 @@ def _step(plan_text, index):
         with open(plan, "w") as f:
             f.write(plan_text)
         args = [_binary(), "run-step", "--plan", plan, "--step", str(index), "--out", out]
-        kill = os.environ.get(KILL_FIRST_ATTEMPT, "")
-        step, _, marker = kill.partition(":")
-        if step == str(index) and marker and not os.path.exists(marker):
-            open(marker, "w").close()
-            subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            os.kill(os.getpid(), signal.SIGKILL)
+        for kill in os.environ.get(KILL_FIRST_ATTEMPT, "").split(","):
+            step, _, marker = kill.partition(":")
+            if step == str(index) and marker and not os.path.exists(marker):
+                open(marker, "w").close()
+                subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                os.kill(os.getpid(), signal.SIGKILL)
         _run(args)
         with open(out) as f:
             return f.read()
@@ -79,14 +79,30 @@ def _init(address, env):
         )
 
 
-def run_job(operation, store, table, inputs=(), steps=4, address=None, max_retries=3):
+def _check_memory(budget):
+    """Refuses a step budget that no node's Ray memory holds (its tasks would wait forever)."""
+    nodes = [n["Resources"].get("memory", 0) for n in ray.nodes() if n.get("Alive")]
+    if nodes and max(nodes) < budget:
+        raise JobFailed(
+            2,
+            f"error: a step may hold {budget} bytes, more than Ray's memory on any node "
+            f"({int(max(nodes))} bytes): plan with a smaller --load-budget",
+        )
+
+
+def run_job(operation, store, table, inputs=(), steps=4, address=None, max_retries=3, load_budget=None):
     """Plans `operation` (load, compact or maintain), runs its steps as Ray tasks and commits
-    them. Returns the commit's report (a dict). Raises JobFailed as the CLI fails."""
+    them. Returns the commit's report (a dict). Raises JobFailed as the CLI fails.
+
+    Each task asks Ray for the step's budget as its `memory` resource, so a node runs only as
+    many steps at once as its memory holds."""
     binary = _binary()
     with tempfile.TemporaryDirectory(prefix="ravel-job-") as d:
         plan = os.path.join(d, "plan.json")
         args = [binary, "plan", operation, "--store", store, "--table", table]
         args += ["--steps", str(steps), "--out", plan]
+        if load_budget is not None:
+            args += ["--load-budget", str(load_budget)]
         if inputs:
             args += ["--input", *inputs]
         _run(args)
@@ -97,10 +113,12 @@ def run_job(operation, store, table, inputs=(), steps=4, address=None, max_retri
         for name in (KILL_FIRST_ATTEMPT, "RUST_LOG") + tuple(k for k in os.environ if k.startswith("AWS_")):
             if name in os.environ:
                 env[name] = os.environ[name]
+        budget = job["geometry"]["budget_bytes"]
         _init(address, env)
         try:
+            _check_memory(budget)
             results = []
-            step = _step.options(max_retries=max_retries)
+            step = _step.options(max_retries=max_retries, memory=budget)
             # One copy of the plan in the object store, whatever the number of steps.
             plan_ref = ray.put(plan_text)
             for kind in ("split", "merge"):

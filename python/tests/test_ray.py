@@ -103,13 +103,16 @@ class RayJobs(unittest.TestCase):
         self.assertTrue(json.loads(done.stdout)["already_published"])
         self.assertEqual(self.figures(spread), self.figures(single))
 
-    def test_a_step_killed_on_its_first_attempt_is_retried_and_every_row_is_there_once(self):
+    def test_steps_killed_on_their_first_attempt_are_retried_and_every_row_is_there_once(self):
         store = self.store("killed")
-        marker = os.path.join(self.dir, "killed-once")
+        # A split step (1 of 0-3) and a merge step (5 of 4-7).
+        markers = [os.path.join(self.dir, f"killed-{s}") for s in (1, 5)]
+        kill = f"1:{markers[0]},5:{markers[1]}"
         done = self.ravel_ray("load", "--store", store, "--table", "hits", "--steps", "4", "--input", *self.inputs,
-                              env={"RAVEL_RAY_KILL_FIRST_ATTEMPT": f"5:{marker}"})
+                              env={"RAVEL_RAY_KILL_FIRST_ATTEMPT": kill})
         self.assertEqual(done.returncode, 0, done.stderr)
-        self.assertTrue(os.path.exists(marker), "the step's first attempt was killed")
+        for m in markers:
+            self.assertTrue(os.path.exists(m), f"the first attempt of {m} was killed")
         # Every row once: the figures of the same rows loaded on one machine.
         single = self.store("killed-single")
         sh("ravel-load", "load", "--store", single, "--table", "hits", "--no-maintain", "--input", *self.inputs)
@@ -122,6 +125,16 @@ class RayJobs(unittest.TestCase):
         done = self.ravel_ray("load", "--store", store, "--table", "nosuch", "--input", *self.inputs)
         self.assertEqual(done.returncode, 2, done.stderr)
         self.assertIn("error:", done.stderr)
+
+
+    def test_a_step_budget_no_node_holds_is_refused_before_any_step_runs(self):
+        store = self.store("too-large")
+        done = self.ravel_ray("load", "--store", store, "--table", "hits", "--steps", "4", "--input", *self.inputs,
+                              "--load-budget", str(10**15))
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertIn("more than Ray's memory on any node", done.stderr)
+        self.assertEqual(self.version(store), 0, "nothing published")
+        self.assertFalse(os.path.exists(os.path.join(store, "hits", "_ravel", "tmp")), "no step ran")
 
 
 class Failures(unittest.TestCase):

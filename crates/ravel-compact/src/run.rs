@@ -830,12 +830,41 @@ impl<'a> Writer<'a> {
 
     /// The rows of `chains` in `window`, merged into objects to publish (`None`: no row of
     /// theirs is in it). Rows outside the window are read and left (another step merges them).
+    /// More chains than one pass holds merge in passes: each group's rows of the window go to
+    /// the scratch prefix, and those merge as [`Writer::merge_all`] merges. Returns the
+    /// prepared load and the passes.
     pub(crate) async fn merge_range(
         &mut self,
         chains: Vec<Work>,
         window: &crate::Window,
+    ) -> Result<Option<(Prepared, usize)>, CompactError> {
+        if chains.len() <= self.geometry.fan_in {
+            let loader = self.loader().await?;
+            let p = self.range_into(chains, window, loader).await?;
+            return Ok(p.map(|p| (p, 1)));
+        }
+        let mut next = Vec::new();
+        for group in chains.chunks(self.geometry.fan_in) {
+            let loader = self.scratch_loader().await?;
+            if let Some(p) = self.range_into(group.to_vec(), window, loader).await? {
+                next.push(intermediate_work(&p));
+                self.intermediates.push(p);
+            }
+        }
+        if next.is_empty() {
+            return Ok(None);
+        }
+        let (p, passes) = self.merge_all(next).await?;
+        Ok(Some((p, passes + 1)))
+    }
+
+    /// One merge of the rows of `chains` in `window` through `loader`.
+    async fn range_into(
+        &mut self,
+        chains: Vec<Work>,
+        window: &crate::Window,
+        mut loader: Loader,
     ) -> Result<Option<Prepared>, CompactError> {
-        let mut loader = self.loader().await?;
         loader.set_presorted()?;
         match self.fill_range(&mut loader, chains, window).await {
             Ok(()) if loader.rows() == 0 => Ok(None),
@@ -1004,18 +1033,7 @@ impl<'a> Writer<'a> {
                 }
                 let loader = self.scratch_loader().await?;
                 let p = self.merge(group.to_vec(), loader).await?;
-                next.push(Work {
-                    objects: p
-                        .manifest
-                        .objects
-                        .iter()
-                        .map(|o| InputObject {
-                            entry: o.clone(),
-                            order: 0,
-                        })
-                        .collect(),
-                    intermediate: true,
-                });
+                next.push(intermediate_work(&p));
                 self.intermediates.push(p);
             }
             chains = next;
@@ -1086,6 +1104,18 @@ impl<'a> Writer<'a> {
             version: o.version,
             objects,
         })
+    }
+}
+
+/// The objects of an earlier pass, as a chain of the next.
+fn intermediate_work(p: &Prepared) -> Work {
+    let objects = p.manifest.objects.iter().map(|o| InputObject {
+        entry: o.clone(),
+        order: 0,
+    });
+    Work {
+        objects: objects.collect(),
+        intermediate: true,
     }
 }
 

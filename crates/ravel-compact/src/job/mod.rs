@@ -253,6 +253,10 @@ pub struct StepCost {
     pub written_bytes: u64,
     /// The loader's peak, plus the merge's estimate.
     pub peak_budget_bytes: u64,
+    /// Merge passes over the step's rows (a merge step over more runs than one pass holds
+    /// takes more than one); 0 for a split step.
+    #[serde(default)]
+    pub passes: usize,
 }
 
 /// Why a job could not be planned, run or committed.
@@ -306,14 +310,6 @@ pub enum JobError {
         "a load publishes its inputs' rows in one version (each input once): commit it whole, without --per-step"
     )]
     PerStepLoad,
-    #[error(
-        "step {step} merges {runs} runs, more than one pass holds within the step's budget ({fan_in}): plan with a larger step budget"
-    )]
-    TooManyRuns {
-        step: usize,
-        runs: usize,
-        fan_in: usize,
-    },
     #[error("results of steps {first} and {second} hold different schemas")]
     Schemas { first: usize, second: usize },
     #[error("reading {key}")]

@@ -10,8 +10,8 @@ use ravel_store::Store;
 use serde_json::Value;
 
 use super::{JOB_FORMAT, Job, JobChain, JobError, JobOperation, JobStep, StepGeometry, StepWork};
+use crate::CompactError;
 use crate::plan::{Step, Window};
-use crate::{CompactError, CompactOptions};
 
 /// How a job is cut.
 #[derive(Debug, Clone)]
@@ -206,8 +206,9 @@ fn ranges(cuts: Vec<Vec<Value>>) -> Vec<Window> {
 /// Plans a distributed compaction of `table` (`maintain`: the merge its maintenance policy
 /// chooses now): every overlapping set the single-machine command merges, each cut into key
 /// ranges at byte quantiles of its objects' first keys (`opts.steps` over all sets, by bytes,
-/// at least one per set). A set with objects under an older layout, or more chains than one
-/// pass merges, is one step. A job with nothing to merge has no steps.
+/// at least one per set). A set with objects under an older layout is one step (sorted again
+/// whole, as `compact` sorts it). A step over more chains than one pass holds merges its range
+/// in passes. A job with nothing to merge has no steps.
 pub async fn plan_compact(
     store: &Store,
     table: &str,
@@ -249,18 +250,9 @@ pub async fn plan_compact(
     };
     job.full = full;
     job.reason = reason;
-    let compact = CompactOptions {
-        load: opts.geometry.load_options(),
-        fan_in: None,
-        max_input_bytes: None,
-        dry_run: false,
-        max_steps: None,
-    };
-    let widest = sets.iter().map(|s| s.chains.len()).max().unwrap_or(0);
-    let fan_in = crate::run::Geometry::new(&compact, &o.schema, widest).fan_in;
     let total: u64 = sets.iter().map(Step::input_bytes).sum::<u64>().max(1);
     for (i, set) in sets.iter().enumerate() {
-        let splittable = set.chains.iter().all(|c| c.sorted) && set.chains.len() <= fan_in;
+        let splittable = set.chains.iter().all(|c| c.sorted);
         let share = (opts.steps as u128 * set.input_bytes() as u128 / total as u128) as usize;
         let n = if splittable { share.max(1) } else { 1 };
         for w in ranges(byte_cuts(set, n)) {

@@ -170,21 +170,11 @@ async fn merge(
         .sum();
     let merged = if whole && !sorted_all {
         merge_whole(&mut w, set.map(|i| &job.sets[i])).await
-    } else if work.len() > geometry.fan_in {
-        if !whole {
-            return Err(JobError::TooManyRuns {
-                step,
-                runs: work.len(),
-                fan_in: geometry.fan_in,
-            }
-            .into());
-        }
-        w.merge_all(work).await.map(|(p, _)| Some(p))
     } else {
         w.merge_range(work, window).await
     };
     w.drop_intermediates().await;
-    if let Some(mut p) = merged? {
+    if let Some((mut p, passes)) = merged? {
         for o in &mut p.manifest.objects {
             o.run = 0;
         }
@@ -192,6 +182,7 @@ async fn merge(
         let (written, peak, _) = w.written();
         result.cost.written_bytes = written;
         result.cost.peak_budget_bytes = peak + geometry.merge_bytes(geometry.fan_in);
+        result.cost.passes = passes;
         p.release().await;
     }
     Ok(result)
@@ -202,13 +193,12 @@ async fn merge(
 async fn merge_whole(
     w: &mut Writer<'_>,
     set: Option<&Vec<super::JobChain>>,
-) -> Result<Option<Prepared>, CompactError> {
+) -> Result<Option<(Prepared, usize)>, CompactError> {
     let chains: Vec<crate::Chain> = set
         .map(|s| s.iter().map(super::JobChain::chain).collect())
         .unwrap_or_default();
     let sorted = w.sort_unsorted(&chains).await?;
-    let (p, _) = w.merge_all(sorted).await?;
-    Ok(Some(p))
+    Ok(Some(w.merge_all(sorted).await?))
 }
 
 /// A chain a merge step reads.

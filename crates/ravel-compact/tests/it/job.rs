@@ -377,3 +377,42 @@ async fn a_merge_commits_step_by_step_what_has_finished() {
         .await
         .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_merge_step_over_more_runs_than_one_pass_holds_merges_in_passes() {
+    let c = fixed_case();
+    let (layout, input) = table(&c);
+    let dir = tempfile::tempdir().unwrap();
+    let paths = files(&c, &input, dir.path());
+    assert!(paths.len() >= 3, "{paths:?}");
+    let single = new_store(&dir, "single", &layout).await;
+    let mut sorted = SortedLoad::new(&single, "t", &compact_options())
+        .await
+        .unwrap();
+    sorted
+        .feed(&Files::new(&paths, InputFormat::Parquet), |_, _| {})
+        .await
+        .unwrap();
+    sorted.finish().await.unwrap();
+    // A budget whose merge holds two runs at once, against a run from each file.
+    let mut opts = plan_options(4);
+    opts.geometry.budget_bytes = 8_000_000;
+    let store = new_store(&dir, "s", &layout).await;
+    let job = plan_load(&store, "t", &paths, &opts).await.unwrap();
+    let results = run_all(&store, &job).await;
+    let passes: Vec<usize> = results
+        .iter()
+        .filter(|r| r.kind == ravel_compact::job::StepKind::Merge && r.rows > 0)
+        .map(|r| r.cost.passes)
+        .collect();
+    assert!(
+        !passes.is_empty() && passes.iter().all(|&p| p >= 2),
+        "{passes:?}"
+    );
+    let report = commit_whole(&store, &job, results).await;
+    assert_eq!(report.rows as usize, input.num_rows());
+    assert_eq!(seq_in_order(&store).await, seq_in_order(&single).await);
+    in_order_and_verified(&store, &layout, &input)
+        .await
+        .unwrap();
+}
