@@ -31,6 +31,10 @@ pub struct EncodeSettings {
     /// ends compacted merges its runs once). They are encoded cheaply, LZ4 and plain, with
     /// no statistics or Bloom filters.
     pub spill: bool,
+    /// Sort keys (each an array, as `ravel_manifest::key_value` encodes keys) that no object
+    /// reaches across: an object also ends before the first row at or above each. Empty: objects
+    /// are cut by size alone.
+    pub cuts: Vec<serde_json::Value>,
 }
 
 /// The columns whose statistics the Delta `add` of each object of `schema` carries under
@@ -215,6 +219,7 @@ impl RunEncoder {
             props: &props,
             object_bytes: s.object_bytes,
             bytes_per_row,
+            cuts: &s.cuts,
         };
         let stats = cut_run(run, &cut, calibration, emit)?;
         Ok(EncodedRun {

@@ -41,6 +41,7 @@ pub fn encode_objects(
         props: &props,
         object_bytes,
         bytes_per_row,
+        cuts: &[],
     };
     let mut sizes = Vec::new();
     cut_run(&run, &settings, None, |o| {

@@ -155,6 +155,8 @@ pub struct Loader {
     mode: Mode,
     /// What the objects are for, when the caller says (see [`Loader::set_purpose`]).
     purpose: Option<Writing>,
+    /// Sort keys no object reaches across (see [`Loader::set_cuts`]).
+    cuts: Vec<serde_json::Value>,
     started: Instant,
     /// The lease that keeps `gc` off this load's objects, taken before the first upload and
     /// released after the commit (see `ravel_store::lease`).
@@ -255,6 +257,7 @@ impl Loader {
             reused: 0,
             poisoned: false,
             mode: Mode::Runs,
+            cuts: Vec::new(),
             purpose: None,
             started: Instant::now(),
             lease: None,
@@ -332,6 +335,7 @@ impl Loader {
                 zstd_level: self.opts.zstd_level,
                 object_bytes: self.opts.object_bytes,
                 spill: self.mode == Mode::Spill,
+                cuts: self.cuts.clone(),
             },
             schema,
         )?;
@@ -476,6 +480,23 @@ impl Loader {
             (_, true) => Mode::Spill,
             (_, false) => Mode::Runs,
         };
+        if let Some(schema) = self.schema.clone() {
+            self.set_encoder(schema)?;
+        }
+        Ok(())
+    }
+
+    /// Cuts every object at each of `cuts` (sort keys, as `ravel_manifest::key_value` encodes
+    /// them) as well as by size, so that no object holds rows on both sides of one: the spill
+    /// of a distributed load, whose merge steps each read only the objects of their key range.
+    pub fn set_cuts(&mut self, cuts: Vec<serde_json::Value>) -> Result<(), LoadError> {
+        if self.runs > 0 {
+            return Err(LoadError::InternalState {
+                task: "choosing where objects are cut",
+                problem: "runs are stored already",
+            });
+        }
+        self.cuts = cuts;
         if let Some(schema) = self.schema.clone() {
             self.set_encoder(schema)?;
         }

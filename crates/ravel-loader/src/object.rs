@@ -419,6 +419,8 @@ pub(crate) struct CutSettings<'a> {
     pub object_bytes: u64,
     /// The stored cost of a row, as the dictionary trials measured it.
     pub bytes_per_row: f64,
+    /// Sort keys no object reaches across (see [`crate::EncodeSettings::cuts`]).
+    pub cuts: &'a [Value],
 }
 
 /// What cutting a run learned and spent.
@@ -483,14 +485,21 @@ pub(crate) fn cut_run(
         objects: 0,
     };
     let mut buffers = Buffers::new(s.object_bytes);
+    let ends = cut_positions(run, &key_cols, s.cuts);
     let mut start = 0;
     while start < run.num_rows() {
-        let written = write_object(run, s, start, stats.calibration, &mut buffers, &key_cols)?;
+        let limit = ends
+            .iter()
+            .copied()
+            .find(|&e| e > start)
+            .unwrap_or(run.num_rows());
+        let at = Position { start, limit };
+        let written = write_object(run, s, at, stats.calibration, &mut buffers, &key_cols)?;
         if calibrate(
             &mut stats.calibration,
             &written,
             start,
-            run.num_rows(),
+            limit,
             s.object_bytes,
         ) {
             continue; // encode this object again with the calibrated threshold
@@ -501,6 +510,41 @@ pub(crate) fn cut_run(
         start = end;
     }
     Ok(stats)
+}
+
+/// Run positions an object must end at: per cut key, the first row at or above it.
+fn cut_positions(run: &Run, key_cols: &Option<Vec<Vec<ArrayRef>>>, cuts: &[Value]) -> Vec<usize> {
+    let Some(cols) = key_cols else {
+        return Vec::new();
+    };
+    let n = run.num_rows();
+    let mut ends: Vec<usize> = cuts
+        .iter()
+        .filter_map(Value::as_array)
+        .map(|cut| {
+            let (mut lo, mut hi) = (0, n);
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if ravel_manifest::compare_keys(&key_at(run, cols, mid), cut).is_lt() {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            lo
+        })
+        .filter(|&e| e > 0 && e < n)
+        .collect();
+    ends.sort_unstable();
+    ends.dedup();
+    ends
+}
+
+/// Where an object starts in its run, and the position it may not reach.
+#[derive(Debug, Clone, Copy)]
+struct Position {
+    start: usize,
+    limit: usize,
 }
 
 /// Rows handed to the writer at a time: an eighth of an object's predicted rows, 64 to
@@ -518,11 +562,12 @@ fn chunk_rows(s: &CutSettings<'_>) -> usize {
 fn write_object(
     run: &Run,
     s: &CutSettings<'_>,
-    start: usize,
+    at: Position,
     calibration: Option<f64>,
     buffers: &mut Buffers,
     key_cols: &Option<Vec<Vec<ArrayRef>>>,
 ) -> Result<Written, LoadError> {
+    let start = at.start;
     let n = run.num_rows();
     // The stored bytes of the rows after this object, as the trial encodings predict them.
     let after = ((n - start) as f64 * s.bytes_per_row * 1.1) as usize;
@@ -533,7 +578,7 @@ fn write_object(
         s.props.clone(),
         usize::MAX,
     )?;
-    let Filled { end, estimate } = fill(&mut w, run, s, start, calibration)?;
+    let Filled { end, estimate } = fill(&mut w, run, s, at, calibration)?;
     let (first_key, last_key) = match key_cols {
         Some(cols) => (
             Some(key_at(run, cols, start)),
@@ -572,15 +617,15 @@ struct Filled {
     estimate: usize,
 }
 
-/// Writes rows from `start` until the object is full or the run ends.
+/// Writes rows from `at.start` until the object is full or reaches `at.limit`.
 fn fill(
     w: &mut ParallelWriter<Vec<u8>>,
     run: &Run,
     s: &CutSettings<'_>,
-    start: usize,
+    at: Position,
     calibration: Option<f64>,
 ) -> Result<Filled, LoadError> {
-    let n = run.num_rows();
+    let (start, n) = (at.start, at.limit);
     let chunk_rows = chunk_rows(s);
     let threshold = s.object_bytes as f64 / calibration.unwrap_or(1.0);
     // Before any object calibrates the estimate, the first one is cut at the row count the
@@ -746,6 +791,7 @@ mod tests {
             props: &props,
             object_bytes,
             bytes_per_row,
+            cuts: &[],
         };
         let stats = cut_run(&run, &settings, None, |o| {
             objects.push(o);

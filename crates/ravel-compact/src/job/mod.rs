@@ -393,6 +393,16 @@ impl Job {
             .filter(|s| matches!(s.work, StepWork::Merge { .. }))
     }
 
+    /// The lower ends of the merge steps' key ranges: where a split step's spill objects are
+    /// cut, so that each merge step reads only its own.
+    pub(crate) fn range_starts(&self) -> Vec<Value> {
+        let starts = self.steps.iter().filter_map(|s| match &s.work {
+            StepWork::Merge { lo: Some(lo), .. } => Some(Value::from(lo.clone())),
+            _ => None,
+        });
+        starts.collect()
+    }
+
     /// The split steps, by share.
     pub(crate) fn split_steps(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
         self.steps.iter().filter_map(|s| match s.work {

@@ -77,6 +77,7 @@ async fn split(
     let paths: Vec<PathBuf> = files.iter().map(PathBuf::from).collect();
     let mut loader = Loader::new(store, &job.table, job.geometry.load_options()).await?;
     loader.set_spill(true)?;
+    loader.set_cuts(job.range_starts())?;
     loader.set_scratch(Some(&split_operation(&job.id, share, &result.attempt)))?;
     let fed = ravel_loader::feed_files(
         &mut loader,

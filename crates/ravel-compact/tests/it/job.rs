@@ -416,3 +416,41 @@ async fn a_merge_step_over_more_runs_than_one_pass_holds_merges_in_passes() {
         .await
         .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_spill_object_reaches_across_a_ranges_start() {
+    let c = fixed_case();
+    let (layout, input) = table(&c);
+    let dir = tempfile::tempdir().unwrap();
+    let paths = files(&c, &input, dir.path());
+    let store = new_store(&dir, "s", &layout).await;
+    let job = plan_load(&store, "t", &paths, &plan_options(5))
+        .await
+        .unwrap();
+    let starts: Vec<Vec<serde_json::Value>> = job
+        .steps
+        .iter()
+        .filter_map(|s| match &s.work {
+            ravel_compact::job::StepWork::Merge { lo, .. } => lo.clone(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(starts.len(), 4, "five ranges");
+    let mut spill = 0;
+    for s in &job.steps {
+        let r = run_step(&store, &job, s.index).await.unwrap();
+        if r.kind != ravel_compact::job::StepKind::Split {
+            continue;
+        }
+        for o in &r.objects {
+            spill += 1;
+            let (first, last) = (o.first_key.as_ref().unwrap(), o.last_key.as_ref().unwrap());
+            for lo in &starts {
+                let across = ravel_manifest::compare_keys(first, lo).is_lt()
+                    && ravel_manifest::compare_keys(last, lo).is_ge();
+                assert!(!across, "{} holds {first:?}..{last:?} across {lo:?}", o.key);
+            }
+        }
+    }
+    assert!(spill > 0);
+}
