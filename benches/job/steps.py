@@ -5,6 +5,7 @@ Generates FILES Parquet files of ROWS rows each (seeds 1..FILES), makes a table 
 layout, plans `load --steps N`, runs every step through `ravel-load run-step` (split steps
 first, PARALLEL at once), commits, and prints per stage: wall seconds, bytes read and written,
 and peak RSS of each step's process; then plan and commit wall, plan size and log entry size.
+Everything is also written to WORKDIR/steps-N.json (`model.py` reads it).
 
 usage: steps.py BIN WORKDIR --files F --rows R --steps N [--parallel P] [--object-bytes B]
                 [--load-budget B] [--keep-inputs]
@@ -118,9 +119,9 @@ def main():
     print(summary("split", [d for d in done if d["kind"] == "split"]))
     print(summary("merge", [d for d in done if d["kind"] == "merge"]))
     print(f"steps: {steps_s:.1f} s wall at {a.parallel} at once")
-    print(f"commit: {commit_s:.2f} s, peak RSS {commit_rss / 1e6:,.0f} MB, version {report.get('version')}, "
+    print(f"commit: {commit_s:.2f} s (published after {report.get('published_s', 0):.2f} s), peak RSS {commit_rss / 1e6:,.0f} MB, version {report.get('version')}, "
           f"{report.get('objects')} objects, {report.get('rows'):,} rows, log entry {report.get('entry_bytes'):,} bytes")
-    with open(os.path.join(w, "steps.json"), "w") as f:
+    with open(os.path.join(w, f"steps-{a.steps}.json"), "w") as f:
         json.dump({"plan_s": plan_s, "commit_s": commit_s, "steps": done, "commit": report}, f, indent=1)
 
 

@@ -224,7 +224,7 @@ fn print_report(r: &CommitReport) {
         return;
     }
     println!(
-        "job {} ({}): version {version}, {} objects, {} rows, {} bytes stored, {} written, {} removed, log entries {} bytes, {:.2} s",
+        "job {} ({}): version {version}, {} objects, {} rows, {} bytes stored, {} written, {} removed, log entries {} bytes, published in {:.2} s ({:.2} s with the scratch cleared)",
         r.job,
         r.operation.name(),
         r.objects,
@@ -233,6 +233,7 @@ fn print_report(r: &CommitReport) {
         r.written_bytes,
         r.removed_objects,
         r.entry_bytes,
+        r.published_s,
         r.wall_s
     );
     for g in r.groups.iter().filter(|g| !g.missing.is_empty()) {

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
 use ravel_layout::{Layout, LayoutStore};
@@ -57,6 +57,9 @@ pub struct CommitReport {
     pub groups: Vec<GroupOutcome>,
     /// Bytes of the log entries written.
     pub entry_bytes: u64,
+    /// Seconds until the last version was committed; the rest of `wall_s` is clearing the
+    /// job's scratch (the spill of a load).
+    pub published_s: f64,
     pub wall_s: f64,
 }
 
@@ -113,6 +116,7 @@ pub async fn commit(store: &Store, c: Commit<'_>) -> Result<CommitReport, Compac
         let outcome = publish_group(store, job, &layout, &paths, &results, group, &mut report);
         let outcome = outcome.await?;
         report.groups.push(outcome);
+        report.published_s = started.elapsed().as_secs_f64();
     }
     report.written_bytes = split_bytes
         + results
@@ -142,6 +146,7 @@ fn empty_report(job: &Job) -> CommitReport {
         removed_objects: 0,
         groups: Vec::new(),
         entry_bytes: 0,
+        published_s: 0.0,
         wall_s: 0.0,
     }
 }
@@ -300,13 +305,20 @@ async fn consumed_already(
 /// them) is published. A failure is logged: `gc` collects them.
 async fn delete_step_sidecars(store: &Store, results: &[&StepResult], joined: Option<&str>) {
     let own = results.iter().filter_map(|r| r.blooms.as_ref());
-    for b in own.filter(|b| Some(b.key.as_str()) != joined) {
-        if let Err(e) = store
-            .object_store()
-            .delete(&Path::from(b.key.as_str()))
-            .await
-        {
-            tracing::warn!(key = %b.key, error = %e, "a step's sidecar was not deleted; gc collects it");
+    let keys = own
+        .filter(|b| Some(b.key.as_str()) != joined)
+        .map(|b| Path::from(b.key.as_str()));
+    delete_all(store, keys.collect(), "a step's sidecar").await;
+}
+
+/// Deletes `keys` through the store's bulk delete (S3's takes a thousand keys a request).
+/// A failure is logged: `gc` collects what is left.
+async fn delete_all(store: &Store, keys: Vec<Path>, what: &'static str) {
+    let keys = futures::stream::iter(keys.into_iter().map(Ok)).boxed();
+    let mut deleted = store.object_store().delete_stream(keys);
+    while let Some(r) = deleted.next().await {
+        if let Err(e) = r {
+            tracing::warn!(error = %e, "{what} was not deleted; gc collects it");
         }
     }
 }
@@ -406,6 +418,9 @@ fn manifest_of(job: &Job, results: &[&StepResult]) -> Result<Manifest, CompactEr
     })
 }
 
+/// Step sidecars read at once while they are joined.
+const SIDECAR_READS: usize = 16;
+
 /// One sidecar holding the results' sidecars one after another: a column's section is the
 /// concatenation of its sections (each is its objects' filters in order).
 async fn join_sidecars(
@@ -425,8 +440,12 @@ async fn join_sidecars(
         .keys()
         .map(|c| (c.clone(), Vec::new()))
         .collect();
-    for index in &indexes {
-        let bytes = read(store, &index.key).await?;
+    // In order, a few read ahead; each one's sections appended as it arrives.
+    let mut read_ahead = futures::stream::iter(&indexes)
+        .map(|i| read(store, &i.key))
+        .buffered(SIDECAR_READS);
+    let mut next = indexes.iter();
+    while let (Some(bytes), Some(index)) = (read_ahead.try_next().await?, next.next()) {
         for (column, section) in &index.columns {
             let range = section.offset as usize..(section.offset + section.len) as usize;
             let part = bytes.get(range).ok_or_else(|| JobError::Read {
@@ -569,9 +588,6 @@ async fn clear_scratch(store: &Store, paths: &TablePaths, job: &str) {
             .and_then(|mut parts| parts.next())
             .is_some_and(|op| op.as_ref().starts_with(job))
     };
-    for m in listed.into_iter().filter(|m| ours(&m.location)) {
-        if let Err(e) = os.delete(&m.location).await {
-            tracing::warn!(key = %m.location, error = %e, "a scratch object was not deleted; gc collects it");
-        }
-    }
+    let keys = listed.into_iter().map(|m| m.location).filter(|p| ours(p));
+    delete_all(store, keys.collect(), "a scratch object").await;
 }
