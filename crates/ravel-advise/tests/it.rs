@@ -323,10 +323,7 @@ async fn apply_stores_the_layout_and_compact_reclusters_by_it() {
     let report = ravel_verify::verify(
         &store,
         "hits",
-        &ravel_verify::VerifyOptions {
-            deep: true,
-            ..Default::default()
-        },
+        &ravel_verify::VerifyOptions::deep(),
     )
     .await
     .unwrap();

@@ -76,6 +76,16 @@ pub struct CompactOptions {
     pub max_steps: Option<usize>,
 }
 
+impl CompactOptions {
+    /// Refuses options no merge can run with; `compact` and `maintain` call it first.
+    pub fn validate(&self) -> Result<(), CompactError> {
+        match self.fan_in {
+            Some(fan_in) if fan_in < 2 => Err(CompactError::FanIn { fan_in }),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Rows a merged batch holds at most.
 const BATCH_ROWS: usize = 65_536;
 /// Rows a chain's slice holds at least and at most.
@@ -101,10 +111,11 @@ pub enum CompactError {
         source: parquet::errors::ParquetError,
     },
     /// A step would merge the very objects the step before it merged.
-    #[error(
-        "reading an input object: a step would merge the same objects again: the plan made no progress"
-    )]
+    #[error("a step would merge the same objects again: the plan made no progress")]
     NoProgress,
+    /// Options no merge can run with (see [`CompactOptions::validate`]).
+    #[error("the fan-in must be at least 2 (a merge takes two chains at least), not {fan_in}")]
+    FanIn { fan_in: usize },
     #[error(transparent)]
     Adopt(#[from] AdoptError),
     #[error(transparent)]
@@ -123,7 +134,9 @@ impl CompactError {
     /// Errors the user can fix by asking differently (exit code 2).
     pub fn is_invalid_input(&self) -> bool {
         match self {
-            CompactError::NotClustered(_) | CompactError::NoSuchTable(_) => true,
+            CompactError::NotClustered(_)
+            | CompactError::NoSuchTable(_)
+            | CompactError::FanIn { .. } => true,
             CompactError::Store(e) => e.is_invalid_input(),
             CompactError::Layout(e) => e.is_invalid_input(),
             CompactError::Load(e) => e.is_invalid_input(),
@@ -277,6 +290,24 @@ mod tests {
         assert!(adopted.is_conflict());
         assert!(!CompactError::NoProgress.is_conflict());
         assert!(!CompactError::Log(LogError::NoSuchVersion(2)).is_conflict());
+    }
+
+    #[test]
+    fn a_fan_in_below_two_is_refused_as_bad_input() {
+        let mut opts = CompactOptions {
+            load: LoadOptions::default(),
+            fan_in: Some(1),
+            max_input_bytes: None,
+            dry_run: false,
+            max_steps: None,
+        };
+        let err = opts.validate().unwrap_err();
+        assert!(err.is_invalid_input(), "{err}");
+        assert!(err.to_string().contains("at least 2"), "{err}");
+        opts.fan_in = Some(2);
+        opts.validate().unwrap();
+        opts.fan_in = None;
+        opts.validate().unwrap();
     }
 
     #[test]

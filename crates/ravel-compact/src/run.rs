@@ -330,6 +330,7 @@ async fn run_selected(
     opts: &CompactOptions,
     maintain: bool,
 ) -> Result<CompactReport, CompactError> {
+    opts.validate()?;
     let started = Instant::now();
     let o = open(store, table).await?;
     let (foreign, read_version) = (o.foreign, o.read_version);

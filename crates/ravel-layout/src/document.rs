@@ -43,8 +43,9 @@ pub struct Layout {
     pub fence: bool,
 }
 
-/// The table property that records [`Layout::fence`] in the table's Delta metadata.
-pub const FENCE_PROPERTY: &str = "ravel.fence";
+/// The table property that records [`Layout::fence`] in the table's Delta metadata (the
+/// log's constant: the log reads it back).
+pub use ravel_log::FENCE_PROPERTY;
 
 /// The key columns sorted after the stream and the time bucket, and the bucket width.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,7 +7,6 @@ use ravel_compact::{CompactOptions, CompactReport, compact};
 use ravel_store::Store;
 use ravel_tier::Tier;
 
-use crate::BadInput;
 use crate::flags::{GeometryFlags, TableArgs, checked};
 
 #[derive(Args, Debug, Clone)]
@@ -52,16 +51,15 @@ impl MergeFlags {
     pub fn options(&self, tier: &Tier) -> Result<CompactOptions> {
         let args = self;
         let load = checked(args.geometry.over(tier))?;
-        if args.fan_in.is_some_and(|f| f < 2) {
-            return Err(BadInput("--fan-in must be at least 2".into()).into());
-        }
-        Ok(CompactOptions {
+        let opts = CompactOptions {
             load,
             fan_in: args.fan_in,
             max_input_bytes: None,
             dry_run: false,
             max_steps: None,
-        })
+        };
+        opts.validate()?;
+        Ok(opts)
     }
 }
 

@@ -157,7 +157,7 @@ fn next_steps(store: &str) -> Result<()> {
     crate::verify_cmd::run(crate::verify_cmd::VerifyArgs {
         table: hits(store),
         deep: false,
-        sample_points: 1000,
+        sample_points: None,
         json: false,
     })?;
     println!(

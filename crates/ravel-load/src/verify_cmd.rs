@@ -13,8 +13,8 @@ pub struct VerifyArgs {
     #[arg(long)]
     pub deep: bool,
     /// Accepted for compatibility and ignored: the clustering figures are exact, not sampled.
-    #[arg(long, default_value_t = 1000)]
-    pub sample_points: usize,
+    #[arg(long, hide = true)]
+    pub sample_points: Option<usize>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -24,10 +24,8 @@ pub struct VerifyArgs {
 /// object), 2 for bad usage (no such store or table).
 pub fn run(args: VerifyArgs) -> Result<()> {
     let store = Store::open(&args.table.store)?;
-    let opts = VerifyOptions {
-        deep: args.deep,
-        sample_points: args.sample_points,
-    };
+    let mut opts = VerifyOptions::default();
+    opts.deep = args.deep;
     let report = crate::runtime()?
         .block_on(verify(&store, &args.table.name, &opts))
         .with_context(|| {

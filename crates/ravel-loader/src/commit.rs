@@ -220,11 +220,3 @@ pub async fn commit_settings(store: &Store, table: &str) -> Result<Option<u64>, 
     let configuration = crate::table_configuration(&layout, &schema);
     Ok(log.commit_settings(&configuration).await?)
 }
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_layout_and_the_log_name_the_fence_alike() {
-        assert_eq!(ravel_layout::FENCE_PROPERTY, ravel_log::FENCE_PROPERTY);
-    }
-}

@@ -30,6 +30,22 @@ fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_secs_f64())
 }
 
+/// The tiny tier's geometry (objects of ~24 MB, pipeline depth 16, a 1.2 GB budget), which
+/// any machine of 3 GB or more holds; [`LoadOptions::from_tier`] with
+/// [`Tier::detect`] gives the machine's own.
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            object_bytes: 24_000_000,
+            target_bytes: None,
+            pipeline_depth: 16,
+            load_budget: 1_200_000_000,
+            max_flush_delay: Duration::from_secs(60),
+            zstd_level: 3,
+        }
+    }
+}
+
 impl LoadOptions {
     /// The tier's geometry, zstd level 3.
     pub fn from_tier(tier: &Tier) -> LoadOptions {
@@ -143,6 +159,14 @@ pub(crate) mod tests {
             max_flush_delay: Duration::from_secs(60),
             zstd_level: 3,
         }
+    }
+
+    #[test]
+    fn the_default_is_the_tiny_tiers_geometry_and_valid() {
+        let tiny = Tier::for_memory(3_100_000_000, ravel_tier::MemorySource::MemTotal);
+        let d = LoadOptions::default();
+        assert_eq!(d, LoadOptions::from_tier(&tiny));
+        assert_eq!(d.validate(), Ok(()));
     }
 
     #[test]

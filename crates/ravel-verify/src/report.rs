@@ -9,22 +9,19 @@ use serde::{Serialize, Serializer};
 
 use crate::Problem;
 
-/// What to check.
-#[derive(Debug, Clone)]
+/// What to check: by default the table's metadata (log, manifests, objects' footers and
+/// sizes); [`VerifyOptions::deep`] also reads every object's rows.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct VerifyOptions {
     /// Read every object's rows: clustering order and the true key range.
     pub deep: bool,
-    /// Not used: the clustering figures are exact over every object, none is sampled. Kept
-    /// so that callers that set it (and `verify --sample-points`) still work.
-    pub sample_points: usize,
 }
 
-impl Default for VerifyOptions {
-    fn default() -> Self {
-        VerifyOptions {
-            deep: false,
-            sample_points: 1000,
-        }
+impl VerifyOptions {
+    /// Every check, every object's rows read.
+    pub fn deep() -> VerifyOptions {
+        VerifyOptions { deep: true }
     }
 }
 

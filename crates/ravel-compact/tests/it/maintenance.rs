@@ -150,10 +150,7 @@ async fn check(
 }
 
 fn deep() -> VerifyOptions {
-    VerifyOptions {
-        deep: true,
-        ..VerifyOptions::default()
-    }
+    VerifyOptions::deep()
 }
 
 fn policy() -> impl Strategy<Value = Maintenance> {

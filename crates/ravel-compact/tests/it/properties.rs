@@ -209,10 +209,7 @@ pub(crate) async fn in_order_and_verified(
     let verified = verify(
         store,
         "t",
-        &VerifyOptions {
-            deep: true,
-            ..VerifyOptions::default()
-        },
+        &VerifyOptions::deep(),
     )
     .await
     .unwrap();

@@ -212,10 +212,7 @@ impl Table {
     }
 
     async fn verify(&self) -> ravel_verify::VerifyReport {
-        let opts = ravel_verify::VerifyOptions {
-            deep: true,
-            ..Default::default()
-        };
+        let opts = ravel_verify::VerifyOptions::deep();
         ravel_verify::verify(&self.store, "t", &opts).await.unwrap()
     }
 }

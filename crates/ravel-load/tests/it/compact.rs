@@ -340,4 +340,7 @@ fn compacting_a_table_without_a_clustering_key_is_bad_input() {
     assert!(err.contains("no clustering key"), "{err}");
     let err = fails(2, &format!("compact --store {s} --table nothing"));
     assert!(err.contains("nothing"), "{err}");
+    // The library's refusal, in its words.
+    let err = fails(2, &format!("compact --store {s} --table flat --fan-in 1"));
+    assert!(err.contains("fan-in must be at least 2"), "{err}");
 }

@@ -91,10 +91,7 @@ async fn one_sequence_whose_neighbours_share_a_boundary_key_has_depth_one() {
     let report = verify(
         &store,
         "t",
-        &VerifyOptions {
-            deep: true,
-            ..VerifyOptions::default()
-        },
+        &VerifyOptions::deep(),
     )
     .await
     .unwrap();

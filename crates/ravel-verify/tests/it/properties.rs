@@ -78,10 +78,7 @@ async fn check(c: Case) -> Result<(u64, usize), TestCaseError> {
     let verified = verify(
         &store,
         "t",
-        &VerifyOptions {
-            deep: true,
-            ..VerifyOptions::default()
-        },
+        &VerifyOptions::deep(),
     )
     .await
     .unwrap();

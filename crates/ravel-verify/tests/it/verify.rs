@@ -67,10 +67,7 @@ fn write(path: &FsPath, batch: &RecordBatch, props: WriterProperties) {
 }
 
 fn deep() -> VerifyOptions {
-    VerifyOptions {
-        deep: true,
-        ..VerifyOptions::default()
-    }
+    VerifyOptions::deep()
 }
 
 /// The problems reported for one object.
