@@ -39,6 +39,7 @@ use crate::statements::{Planned, Scan};
 
 /// Why advice could not be given.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AdviseError {
     #[error("the statement log is empty: give one statement per line")]
     EmptyLog,

@@ -320,13 +320,9 @@ async fn apply_stores_the_layout_and_compact_reclusters_by_it() {
             "every object sorted by the new layout"
         );
     }
-    let report = ravel_verify::verify(
-        &store,
-        "hits",
-        &ravel_verify::VerifyOptions::deep(),
-    )
-    .await
-    .unwrap();
+    let report = ravel_verify::verify(&store, "hits", &ravel_verify::VerifyOptions::deep())
+        .await
+        .unwrap();
     assert!(report.violations.is_empty(), "{:?}", report.violations);
     // Advising again on the re-clustered table keeps it.
     let again = advise(&store, "hits", &user_log(&users), &options())

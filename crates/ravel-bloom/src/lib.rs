@@ -37,6 +37,7 @@ pub const FORMAT: u32 = 2;
 
 /// Why a sidecar or filter could not be read.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BloomError {
     #[error("Bloom sidecar section is cut short: {0}")]
     Truncated(String),

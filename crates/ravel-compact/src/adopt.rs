@@ -33,6 +33,7 @@ pub struct Adopted {
 
 /// Why a foreign object could not be taken in.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AdoptError {
     #[error("reading {key}, an object another Delta writer added")]
     Read {

@@ -96,6 +96,7 @@ const CHAIN_OVERHEAD_BYTES: u64 = 2 << 20;
 /// Why a compaction failed. Nothing is published on failure; objects already stored are
 /// orphans that `gc` collects.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CompactError {
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -102,6 +102,7 @@ pub struct GcReport {
 
 /// Why `gc` could not run.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum GcError {
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -18,6 +18,7 @@ use crate::generate::{GenOptions, Generator};
 
 /// Errors writing generated data.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum OutputError {
     #[error("{path}: output must end in .parquet or .tsv")]
     UnknownFormat { path: String },

@@ -87,6 +87,7 @@ impl IngestOptions {
 
 /// Why an ingestion failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum IngestError {
     /// Objects another Delta writer added partitioned could not be taken in: nothing loaded.
     #[error("taking in the partitioned objects another Delta writer added, before the load")]

@@ -4,6 +4,7 @@ use arrow::datatypes::DataType;
 
 /// What went wrong reading, validating or writing a table's layout.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LayoutError {
     #[error("bucket width {text:?}: {reason}")]
     BadBucketWidth { text: String, reason: String },

@@ -2,6 +2,7 @@
 
 /// What went wrong in a load. Nothing is published when a load fails.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LoadError {
     #[error(transparent)]
     Layout(#[from] ravel_layout::LayoutError),

@@ -2,6 +2,7 @@
 
 /// Why a version could not be read or committed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LogError {
     #[error("{what} {key}: {source}")]
     Store {

@@ -137,6 +137,7 @@ impl ForeignObject {
 
 /// Why the schema a table's Delta metadata declares cannot be read.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DeclaredSchemaError {
     #[error("the table's Delta schema (metaData schemaString) is not valid JSON: {0}")]
     NotJson(#[source] serde_json::Error),

@@ -252,6 +252,7 @@ fn kind(v: &Value) -> u8 {
 
 /// Why manifests could not be read.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ManifestError {
     #[error("reading {key}: {source}")]
     Store {

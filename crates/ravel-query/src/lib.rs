@@ -53,6 +53,7 @@ pub use traffic::{Traffic, TrafficCounter, TrafficStore};
 
 /// Why a table could not be queried.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum QueryError {
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -60,6 +60,7 @@ pub struct TableConfig {
 
 /// Why a configuration cannot be used. The message names the key.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     #[error("reading the configuration {path}")]
     Read {

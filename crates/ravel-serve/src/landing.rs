@@ -33,6 +33,7 @@ pub enum Location {
 
 /// Why the landing prefix could not be listed or a file fetched.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LandingError {
     #[error("listing the landing directory {path}")]
     ListDir {

@@ -36,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Why the service stopped with an error.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ServeError {
     #[error("serving HTTP")]
     Http(#[source] std::io::Error),

@@ -719,7 +719,7 @@ impl BatchFailure {
 fn is_partly_consumed(e: &IngestError) -> bool {
     match e {
         IngestError::Load(c) | IngestError::TakeIn(c) => compact_partly_consumed(c),
-        IngestError::MaintenanceFailed { .. } => false,
+        _ => false,
     }
 }
 

@@ -57,6 +57,7 @@ use object_store::prefix::PrefixStore;
 
 /// Errors opening a store or naming a table.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     #[error("store URL {url:?}: {message}")]
     BadUrl { url: String, message: String },

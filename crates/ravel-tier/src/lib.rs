@@ -20,6 +20,7 @@ use serde::Serialize;
 
 /// Errors reading the machine's memory facts.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TierError {
     #[error("{source_name}: {message}")]
     Malformed {

@@ -177,6 +177,7 @@ impl Findings {
 
 /// Why a table could not be verified at all (as opposed to violations found in it).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum VerifyError {
     #[error(transparent)]
     Store(#[from] StoreError),

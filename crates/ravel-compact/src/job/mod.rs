@@ -261,6 +261,7 @@ pub struct StepCost {
 
 /// Why a job could not be planned, run or committed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum JobError {
     #[error(
         "the job file is not a job of this build (format {found}, this build reads {JOB_FORMAT})"

@@ -206,13 +206,7 @@ pub(crate) async fn in_order_and_verified(
     }
     prop_assert!(seq.null_count() == 0);
 
-    let verified = verify(
-        store,
-        "t",
-        &VerifyOptions::deep(),
-    )
-    .await
-    .unwrap();
+    let verified = verify(store, "t", &VerifyOptions::deep()).await.unwrap();
     prop_assert!(verified.holds(), "{:#?}", verified.violations);
     prop_assert_eq!(verified.rows as usize, input.num_rows());
     Ok(())

@@ -88,13 +88,7 @@ async fn one_sequence_whose_neighbours_share_a_boundary_key_has_depth_one() {
     );
     assert!(objects.iter().all(|o| o.first_key != o.last_key));
 
-    let report = verify(
-        &store,
-        "t",
-        &VerifyOptions::deep(),
-    )
-    .await
-    .unwrap();
+    let report = verify(&store, "t", &VerifyOptions::deep()).await.unwrap();
     assert!(report.holds(), "{:#?}", report.violations);
     let clustering = report.overlap.as_ref().unwrap();
     assert_eq!(clustering.total_objects, objects.len());

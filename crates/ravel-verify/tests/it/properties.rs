@@ -75,13 +75,7 @@ async fn check(c: Case) -> Result<(u64, usize), TestCaseError> {
     let report = loader.finish().await.unwrap();
     prop_assert_eq!(report.rows as usize, input.num_rows());
 
-    let verified = verify(
-        &store,
-        "t",
-        &VerifyOptions::deep(),
-    )
-    .await
-    .unwrap();
+    let verified = verify(&store, "t", &VerifyOptions::deep()).await.unwrap();
     prop_assert!(verified.holds(), "{:#?}", verified.violations);
     prop_assert!(verified.orphans.is_empty());
 
