@@ -223,17 +223,15 @@ fn loads_that_differ_in_nullability_are_queryable_and_fail_verify() {
 
     let out = count(s);
     assert!(out.contains("4000"), "{out}");
-    let out = run(&format!("verify --store {s} --table hits"));
+    let out = run(&format!("verify --store {s} --table hits --json"));
     assert_eq!(out.status.code(), Some(1));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let violations: Vec<&str> = stdout
-        .lines()
-        .filter(|l| l.starts_with("VIOLATION"))
-        .collect();
-    assert_eq!(violations.len(), 1, "{stdout}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let violations = report["violations"].as_array().unwrap();
+    assert_eq!(violations.len(), 1, "{report}");
+    assert_eq!(violations[0]["kind"], "nullable_column", "{report}");
     assert!(
-        violations[0].contains("UserID") && violations[0].contains("nullable"),
-        "{stdout}"
+        violations[0]["problem"].to_string().contains("UserID"),
+        "{report}"
     );
 }
 
