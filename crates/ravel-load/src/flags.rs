@@ -2,6 +2,7 @@
 
 use anyhow::Result;
 use clap::Args;
+use ravel_compact::CompactOptions;
 use ravel_loader::LoadOptions;
 use ravel_tier::Tier;
 
@@ -66,5 +67,44 @@ pub fn checked(o: LoadOptions) -> Result<LoadOptions> {
             e.reason
         ))
         .into()),
+    }
+}
+
+/// How merges write: the flags `compact` and `maintain` share.
+#[derive(Args, Debug, Clone)]
+pub struct MergeFlags {
+    #[command(flatten)]
+    pub geometry: GeometryFlags,
+    /// Runs merged at once, at most (default: as many as half the budget holds); more merge in
+    /// passes.
+    #[arg(long)]
+    pub fan_in: Option<usize>,
+}
+
+impl MergeFlags {
+    /// The options these flags give over the tier's defaults; unusable values are bad input.
+    pub fn options(&self, tier: &Tier) -> Result<CompactOptions> {
+        let args = self;
+        let load = checked(args.geometry.over(tier))?;
+        let opts = CompactOptions {
+            load,
+            fan_in: args.fan_in,
+            max_input_bytes: None,
+            dry_run: false,
+            max_steps: None,
+        };
+        opts.validate()?;
+        Ok(opts)
+    }
+}
+
+/// How `load` and `serve` read TSV: a TSV has no header, so into a table without a recorded
+/// schema it loads as hits.tsv (the raw convention, Binary strings).
+pub fn hits_tsv(bad_rows: ravel_loader::BadRows) -> ravel_loader::TsvOptions {
+    ravel_loader::TsvOptions {
+        schema: Some(ravel_hits::schema(ravel_hits::Convention::Raw(
+            ravel_hits::Strings::Binary,
+        ))),
+        bad_rows,
     }
 }

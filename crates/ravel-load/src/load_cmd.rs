@@ -109,7 +109,7 @@ pub fn run(args: LoadArgs) -> Result<()> {
     let input_files = distinct_inputs(&inputs)?;
     let format = input_format(&args, &inputs)?;
     let rejects = Rejects::asked(&args, format, &input_files)?;
-    let tsv = hits_tsv(ravel_loader::BadRows {
+    let tsv = crate::flags::hits_tsv(ravel_loader::BadRows {
         max: args.max_bad_rows,
         rejects: rejects.path.clone(),
         overwrite: args.overwrite_rejects,
@@ -179,7 +179,7 @@ fn print_maintenance(args: &LoadArgs, report: &ravel_ingest::IngestReport) -> Re
         println!("{}", serde_json::to_string_pretty(&json)?);
     } else if let Some(r) = report.maintenance.report() {
         print!("maintenance: ");
-        crate::compact_cmd::print_report(r);
+        crate::merge_report::print_report(r);
     }
     Ok(())
 }
@@ -286,17 +286,6 @@ impl Rejects {
             path.display(),
             path.display()
         );
-    }
-}
-
-/// How `load` and `serve` read TSV: a TSV has no header, so into a table without a recorded
-/// schema it loads as hits.tsv (the raw convention, Binary strings).
-pub fn hits_tsv(bad_rows: ravel_loader::BadRows) -> ravel_loader::TsvOptions {
-    ravel_loader::TsvOptions {
-        schema: Some(ravel_hits::schema(ravel_hits::Convention::Raw(
-            ravel_hits::Strings::Binary,
-        ))),
-        bad_rows,
     }
 }
 

@@ -14,6 +14,7 @@ mod layout_cmd;
 mod load_cmd;
 mod logging;
 mod maintain_cmd;
+mod merge_report;
 mod query_cmd;
 mod serve_cmd;
 mod verify_cmd;

@@ -6,7 +6,8 @@ use ravel_compact::{CompactError, CompactOptions, CompactReport};
 use ravel_store::Store;
 use ravel_tier::Tier;
 
-use crate::compact_cmd::{MergeFlags, print_report};
+use crate::flags::MergeFlags;
+use crate::merge_report::print_report;
 
 #[derive(Args, Debug, Clone)]
 pub struct MaintainArgs {

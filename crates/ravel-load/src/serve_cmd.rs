@@ -43,7 +43,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
     let mut opts = ServeOptions::new(ravel_ingest::IngestOptions::new(load));
     opts.once = args.once;
     opts.dry_run = args.dry_run;
-    opts.tsv = crate::load_cmd::hits_tsv(ravel_loader::BadRows::default());
+    opts.tsv = crate::flags::hits_tsv(ravel_loader::BadRows::default());
     let runtime = crate::runtime()?;
     let statuses = runtime.block_on(serve(&args, config, opts));
     // Work still running on blocking threads (a sort dropped at shutdown) is not waited for.
