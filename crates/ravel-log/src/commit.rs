@@ -139,7 +139,7 @@ impl TableLog {
         for attempt in 0..MAX_ATTEMPTS {
             snapshot.check_features(true)?;
             if snapshot.from_manifests {
-                self.adopt(&snapshot, attempt).await?;
+                self.convert_legacy(&snapshot, attempt).await?;
                 self.catch_up(&mut snapshot).await?;
                 continue;
             }
@@ -286,8 +286,10 @@ impl TableLog {
         }
     }
 
-    /// Writes a table's first version as the log's entry 0: every object of its manifests.
-    async fn adopt(&self, legacy: &Snapshot, attempt: usize) -> Result<(), LogError> {
+    /// Converts a table that has manifests but no log (an older build's) into the log's entry
+    /// 0, Delta's CONVERT: every object of its manifests. ("Adopt", elsewhere, means taking in
+    /// other writers' objects; the commit info keeps the kind it was first written with.)
+    async fn convert_legacy(&self, legacy: &Snapshot, attempt: usize) -> Result<(), LogError> {
         let schema = legacy
             .known
             .values()
