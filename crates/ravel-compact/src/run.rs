@@ -631,10 +631,8 @@ fn only(live: Vec<LiveManifest>, allowed: &HashSet<String>) -> Vec<LiveManifest>
         .collect()
 }
 
-/// The deepest overlap of the newest version's objects of the current layout, in chains (a
-/// compaction's objects are one chain).
-/// The depth of the newest version as `verify` reports it (touching ends counted once), over
-/// the objects of the current layout.
+/// The depth of the newest version as `verify` reports it (the most objects that hold one key,
+/// touching ends counted once), over the objects of the current layout.
 async fn depth_now(log: &TableLog, layout: &Layout) -> Result<usize, CompactError> {
     let live = log.manifests(&log.latest().await?).await?;
     Ok(depth_of(&live, layout))
