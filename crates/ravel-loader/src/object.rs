@@ -488,11 +488,8 @@ pub(crate) fn cut_run(
     let ends = cut_positions(run, &key_cols, s.cuts);
     let mut start = 0;
     while start < run.num_rows() {
-        let limit = ends
-            .iter()
-            .copied()
-            .find(|&e| e > start)
-            .unwrap_or(run.num_rows());
+        let next = ends.partition_point(|&e| e <= start);
+        let limit = ends.get(next).copied().unwrap_or(run.num_rows());
         let at = Position { start, limit };
         let written = write_object(run, s, at, stats.calibration, &mut buffers, &key_cols)?;
         if calibrate(

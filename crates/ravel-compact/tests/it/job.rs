@@ -105,6 +105,18 @@ async fn newest_version(store: &Store) -> Option<u64> {
     log.latest().await.unwrap().version
 }
 
+/// `paths` loaded into table `t` of `store` by one sorted load (`load --compact`).
+async fn sorted_load(store: &Store, paths: &[PathBuf]) {
+    let mut sorted = SortedLoad::new(store, "t", &compact_options())
+        .await
+        .unwrap();
+    sorted
+        .feed(&Files::new(paths, InputFormat::Parquet), |_, _| {})
+        .await
+        .unwrap();
+    sorted.finish().await.unwrap();
+}
+
 /// A job's load against a sorted load of the same files.
 async fn load_matches(c: Case, steps: usize) -> Result<(), TestCaseError> {
     let (layout, input) = table(&c);
@@ -114,14 +126,7 @@ async fn load_matches(c: Case, steps: usize) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let paths = files(&c, &input, dir.path());
     let single = new_store(&dir, "single", &layout).await;
-    let mut sorted = SortedLoad::new(&single, "t", &compact_options())
-        .await
-        .unwrap();
-    sorted
-        .feed(&Files::new(&paths, InputFormat::Parquet), |_, _| {})
-        .await
-        .unwrap();
-    sorted.finish().await.unwrap();
+    sorted_load(&single, &paths).await;
 
     let spread = new_store(&dir, "spread", &layout).await;
     let job = plan_load(&spread, "t", &paths, &plan_options(steps))
@@ -386,14 +391,7 @@ async fn a_merge_step_over_more_runs_than_one_pass_holds_merges_in_passes() {
     let paths = files(&c, &input, dir.path());
     assert!(paths.len() >= 3, "{paths:?}");
     let single = new_store(&dir, "single", &layout).await;
-    let mut sorted = SortedLoad::new(&single, "t", &compact_options())
-        .await
-        .unwrap();
-    sorted
-        .feed(&Files::new(&paths, InputFormat::Parquet), |_, _| {})
-        .await
-        .unwrap();
-    sorted.finish().await.unwrap();
+    sorted_load(&single, &paths).await;
     // A budget whose merge holds two runs at once, against a run from each file.
     let mut opts = plan_options(4);
     opts.geometry.budget_bytes = 8_000_000;
