@@ -16,6 +16,7 @@ use ravel_log::{ForeignObject, TableLog};
 use ravel_store::{ObjectFile, Store, TablePaths};
 use serde::Serialize;
 
+use crate::publish::Publisher;
 use crate::{CompactError, CompactOptions};
 
 /// What an adoption did.
@@ -124,10 +125,8 @@ pub async fn adopt(
         full: false,
         consumed: Default::default(),
     };
-    let configuration = ravel_loader::table_configuration(&prepared.report.layout, &m.schema);
-    let committed = ravel_loader::Committer::new(store.object_store().clone(), paths)
-        .replace(m, replacement, configuration)
-        .await;
+    let publisher = Publisher::new(store.object_store().clone(), paths, &prepared.report.layout);
+    let committed = publisher.replace(m, replacement).await;
     let adopted = Adopted {
         version: 0,
         objects: foreign.len(),
@@ -136,11 +135,7 @@ pub async fn adopt(
         written_bytes: prepared.report.stored_bytes,
     };
     prepared.release().await;
-    let version = match committed {
-        Ok(c) => c.version(),
-        Err(LoadError::Log(e)) => return Err(CompactError::Log(e)),
-        Err(e) => return Err(e.into()),
-    };
+    let version = committed?.version();
     tracing::info!(
         version,
         objects = adopted.objects,

@@ -36,11 +36,15 @@ pub mod job;
 mod maintenance;
 mod merge;
 mod plan;
+mod publish;
 mod read;
 mod run;
 mod scratch;
+mod selection;
 mod sorted;
+mod steps;
 mod window;
+mod writer;
 
 pub use adopt::{AdoptError, Adopted, adopt, adopt_partitioned, foreign_objects};
 pub use maintenance::{Decision, decide, depth_bound};
@@ -199,6 +203,16 @@ pub struct CompactStages {
     /// The loader's stages over every pass.
     pub write: StageTimes,
     pub commit_s: f64,
+}
+
+impl CompactStages {
+    /// Adds `other`'s times to these.
+    pub fn add(&mut self, other: &CompactStages) {
+        self.plan_s += other.plan_s;
+        self.merge_s += other.merge_s;
+        self.write.add(&other.write);
+        self.commit_s += other.commit_s;
+    }
 }
 
 /// What a compaction did.

@@ -10,14 +10,13 @@
 use std::time::Instant;
 
 use ravel_layout::ClusteringOrder;
-use ravel_loader::{
-    Committed, Committer, Files, LoadError, Loader, Prepared, Published, StageTimes,
-};
+use ravel_loader::{Committed, Files, LoadError, Loader, Prepared, Published, StageTimes};
 use ravel_store::Store;
 use serde::Serialize;
 
-use crate::run::{Geometry, Writer, runs_of};
+use crate::publish::Publisher;
 use crate::scratch::Scratch;
+use crate::writer::{Geometry, Writer, runs_of};
 use crate::{CompactError, CompactOptions};
 
 /// A load whose rows are published globally sorted (see the module docs): push rows into
@@ -288,18 +287,13 @@ async fn merge_and_publish(
         .clone();
     // Everything stored besides the published objects: the spill and any intermediate pass.
     let stored: u64 = prepared.manifest.objects.iter().map(|o| o.bytes).sum();
-    let spilled = (report.written_bytes + w.written().0).saturating_sub(stored);
-    let committed = Committer::new(store.object_store().clone(), paths)
-        .commit(
-            &prepared.manifest,
-            spilled,
-            ravel_loader::table_configuration(layout, &prepared.manifest.schema),
-            spill.consumed.clone(),
-        )
+    let spilled = (report.written_bytes + w.metrics().written_bytes).saturating_sub(stored);
+    let committed = Publisher::new(store.object_store().clone(), paths, layout)
+        .load(&prepared.manifest, spilled, spill.consumed.clone())
         .await;
     report.commit_s = t.elapsed().as_secs_f64();
     let m = &prepared.manifest;
-    let (written, peak, stages) = w.written();
+    let metrics = w.metrics();
     report.version = committed.as_ref().ok().map(Committed::version);
     report.load_id = match &committed {
         Ok(Committed::AlreadyLive(p)) => {
@@ -312,10 +306,11 @@ async fn merge_and_publish(
     report.stored_bytes = m.objects.iter().map(|o| o.bytes).sum();
     report.passes = passes;
     report.fan_in = geometry.fan_in;
-    report.written_bytes += written;
+    report.written_bytes += metrics.written_bytes;
     report.write_amplification = report.written_bytes as f64 / report.stored_bytes.max(1) as f64;
-    report.peak_budget_bytes = report.peak_budget_bytes.max(peak + geometry.merge_bytes(k));
-    report.write = stages.write.clone();
+    let peak = metrics.peak_loader_bytes + geometry.merge_bytes(k);
+    report.peak_budget_bytes = report.peak_budget_bytes.max(peak);
+    report.write = metrics.stages.write.clone();
     if let (Some(version), false) = (report.version, report.already_published) {
         tracing::Span::current().record("version", version);
         tracing::info!(

@@ -8,7 +8,7 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
 use ravel_layout::{Layout, LayoutStore};
-use ravel_loader::{Committed, Committer, LoadError, Replacement};
+use ravel_loader::{Committed, LoadError, Replacement};
 use ravel_manifest::{BloomIndex, MANIFEST_FORMAT, Manifest, ObjectEntry};
 use ravel_store::{Store, TablePaths};
 use serde::Serialize;
@@ -16,6 +16,7 @@ use serde::Serialize;
 use super::{Job, JobError, JobOperation, StepResult, StepWork};
 use crate::CompactError;
 use crate::plan::Window;
+use crate::publish::Publisher;
 
 /// How a job's steps are published.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -222,10 +223,9 @@ async fn publish_group(
     }
     let ordered: Vec<&StepResult> = steps.iter().map(|s| &results[s]).collect();
     let mut manifest = manifest_of(job, &ordered)?;
-    let committer = Committer::new(store.object_store().clone(), paths.clone());
-    let configuration = ravel_loader::table_configuration(layout, &manifest.schema);
+    let publisher = Publisher::new(store.object_store().clone(), paths.clone(), layout);
     // A merge committed already (a commit run again) holds every object: nothing to build.
-    let newest = committer.log().latest().await?;
+    let newest = publisher.log().latest().await?;
     let live = ravel_log::published_in(paths, &newest, &manifest)?;
     if live.is_none() {
         let with_rows: Vec<&&StepResult> =
@@ -241,9 +241,7 @@ async fn publish_group(
             let merged = ordered.iter().map(|r| r.cost.written_bytes).sum::<u64>();
             let stored: u64 = manifest.objects.iter().map(|o| o.bytes).sum();
             let spilled = (split_bytes + merged).saturating_sub(stored);
-            committer
-                .commit(&manifest, spilled, configuration, consumed)
-                .await
+            publisher.load(&manifest, spilled, consumed).await
         }
         JobOperation::Compact | JobOperation::Maintain => {
             let removes = inputs_of(job, &steps);
@@ -252,15 +250,11 @@ async fn publish_group(
                 Some(p) => Ok(Committed::AlreadyLive(p)),
                 None => {
                     let r = replacement(job, &manifest, removes, &ordered, steps.len());
-                    committer.replace(&manifest, r, configuration).await
+                    publisher.replace(&manifest, r).await
                 }
             }
         }
-    }
-    .map_err(|e| match e {
-        LoadError::Log(e) => CompactError::Log(e),
-        e => CompactError::from(e),
-    })?;
+    }?;
     let version = committed.version();
     let published = matches!(committed, Committed::Version(_));
     report.already_published |= !published;

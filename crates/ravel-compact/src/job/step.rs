@@ -15,7 +15,7 @@ use super::{
     split_result,
 };
 use crate::plan::{InputObject, Window};
-use crate::run::{Geometry, Work, Writer};
+use crate::writer::{Geometry, Work, Writer};
 use crate::{CompactError, CompactOptions};
 
 /// Runs step `step` of `job` and returns what it wrote (see the module docs of
@@ -180,9 +180,10 @@ async fn merge(
             o.run = 0;
         }
         fill(&mut result, &p);
-        let (written, peak, _) = w.written();
-        result.cost.written_bytes = written;
-        result.cost.peak_budget_bytes = peak + geometry.merge_bytes(geometry.fan_in);
+        let metrics = w.metrics();
+        result.cost.written_bytes = metrics.written_bytes;
+        let merge_bytes = geometry.merge_bytes(geometry.fan_in);
+        result.cost.peak_budget_bytes = metrics.peak_loader_bytes + merge_bytes;
         result.cost.passes = passes;
         p.release().await;
     }
@@ -235,7 +236,7 @@ async fn split_chains(
             Err(e) => return Err(e.into()),
         };
         schema = schema.or(r.schema.clone());
-        let runs = crate::run::runs_of_objects(&r.objects);
+        let runs = crate::writer::runs_of_objects(&r.objects);
         chains.extend(runs.into_iter().map(|objects| StepChain {
             objects,
             sorted: true,
