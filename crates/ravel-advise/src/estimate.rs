@@ -10,25 +10,29 @@
 //! of each column to the sample's encoded size of it in the table's own order, dictionary page
 //! and data pages apart, and resized where a sample of whole groups tells better ([`Sizing`]).
 
+mod chunks;
+mod cost;
+mod scale;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
 use arrow::compute::take_record_batch;
-use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use ravel_bloom::Filter;
 use ravel_layout::Layout;
 use ravel_manifest::{ObjectEntry, ValueRange};
-use ravel_query::prune::Pruner;
 use rayon::prelude::*;
-use serde::Serialize;
 
 use crate::AdviseError;
 use crate::candidates::{Candidate, CandidateKind};
-use crate::statements::Scan;
+
+pub use chunks::{ChunkSize, column_totals};
+pub use cost::{Cost, StatementEstimate, cost};
+pub use scale::{FileColumn, PartScale, Resize, Scale, ScaledChunk, Sizing};
+
+use chunks::{object_rows, object_sizes, summed};
 
 /// One object of a candidate, simulated on the sample.
 struct SimObject {
@@ -192,57 +196,6 @@ pub fn encode(
     })
 }
 
-/// The bytes of each column of `sample` put in `order` and cut into as many objects as `table`
-/// has, encoded as [`encode`] does, summed over the objects: the sizes alone, for a sample
-/// whose rows only tell how an order compresses.
-pub fn column_totals(
-    sample: &RecordBatch,
-    order: &UInt32Array,
-    table: &Table<'_>,
-) -> Result<Vec<ChunkSize>, AdviseError> {
-    let sorted = take_record_batch(sample, order)?;
-    let sizes = object_sizes(&sorted, table)?;
-    Ok(summed(sizes.iter().map(Vec::as_slice)))
-}
-
-/// Rows `j` of `k` objects cut from `n`.
-fn object_rows(j: usize, n: usize, k: usize) -> std::ops::Range<usize> {
-    j * n / k..(j + 1) * n / k
-}
-
-/// The encoded chunk sizes of each object `sorted` is cut into (as many as `table` has), each
-/// column with a dictionary where the loader's trial would choose one for the run.
-fn object_sizes(
-    sorted: &RecordBatch,
-    table: &Table<'_>,
-) -> Result<Vec<Vec<ChunkSize>>, AdviseError> {
-    let n = sorted.num_rows();
-    let k = table.objects.clamp(1, n.max(1));
-    let trial = with_trial(sorted, k, &properties()?, table.dictionaries)?;
-    (0..k)
-        .into_par_iter()
-        .map(|j| match j == k / 2 {
-            // The trial encoded the middle object both ways: its sizes are the winners'.
-            true => Ok(trial.middle.clone()),
-            false => {
-                let rows = object_rows(j, n, k);
-                chunk_sizes(&sorted.slice(rows.start, rows.len()), &trial.props)
-            }
-        })
-        .collect()
-}
-
-/// Per column, the sum of the objects' chunk sizes.
-fn summed<'a>(objects: impl Iterator<Item = &'a [ChunkSize]> + Clone) -> Vec<ChunkSize> {
-    let n = objects.clone().next().map_or(0, <[ChunkSize]>::len);
-    (0..n)
-        .map(|c| ChunkSize {
-            bytes: objects.clone().map(|o| o[c].bytes).sum(),
-            dictionary: objects.clone().map(|o| o[c].dictionary).sum(),
-        })
-        .collect()
-}
-
 fn part(
     rows: RecordBatch,
     seen: RecordBatch,
@@ -329,18 +282,6 @@ fn layout_columns(layout: &Layout) -> Vec<String> {
         .into_iter()
         .map(|(_, c)| c.to_string())
         .collect()
-}
-
-/// The simulation's writer: zstd at its fastest level, without statistics. Its sizes are scaled
-/// to the table's own per column, so only their ratios between orders count, and the fastest
-/// level gives those as well (the trial's choice of a dictionary is made at that level too); a
-/// simulated object's value ranges are taken from its rows.
-fn properties() -> Result<WriterProperties, AdviseError> {
-    Ok(WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1)?))
-        .set_statistics_enabled(EnabledStatistics::None)
-        .set_max_row_group_row_count(None)
-        .build())
 }
 
 /// A looked-up string no sampled row holds, with the object it is placed in.
@@ -501,97 +442,6 @@ fn bloom_of<'a>(a: &'a ArrayRef, extra: impl Iterator<Item = &'a [u8]>, fpp: f64
     Filter::from_bytes(&bytes).expect("a filter just written reads back")
 }
 
-/// Bytes of a column chunk, and of its dictionary page among them (0: none).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct ChunkSize {
-    pub bytes: u64,
-    pub dictionary: u64,
-}
-
-/// The writer properties of a run in one order, and its middle object's chunk sizes under them.
-struct Trial {
-    props: WriterProperties,
-    middle: Vec<ChunkSize>,
-}
-
-/// `props` with each column's dictionary as the loader's trial decides it for a run: encoded
-/// with and without one (the middle object's rows, as the loader tries the run's middle rows),
-/// the smaller wins. A column of `dictionaries` (the table's objects hold it with one) keeps
-/// one: a sample of a few percent repeats few of an object's values, so its trial is biased
-/// against a dictionary that the whole object's rows choose.
-fn with_trial(
-    sorted: &RecordBatch,
-    objects: usize,
-    props: &WriterProperties,
-    dictionaries: &std::collections::BTreeSet<String>,
-) -> Result<Trial, AdviseError> {
-    let n = sorted.num_rows();
-    let k = objects.clamp(1, n.max(1));
-    let rows = object_rows(k / 2, n, k);
-    let middle = sorted.slice(rows.start, rows.len());
-    let plain = props
-        .clone()
-        .into_builder()
-        .set_dictionary_enabled(false)
-        .build();
-    // Only the columns whose choice is open are tried without one.
-    let open: Vec<usize> = (0..middle.num_columns())
-        .filter(|&i| !dictionaries.contains(middle.schema_ref().field(i).name()))
-        .collect();
-    let (with, without) = rayon::join(
-        || chunk_sizes(&middle, props),
-        || match open.is_empty() {
-            true => Ok(Vec::new()),
-            false => chunk_sizes(&middle.project(&open)?, &plain),
-        },
-    );
-    let (with, without) = (with?, without?);
-    let mut b = props.clone().into_builder();
-    let mut sizes = Vec::new();
-    for (i, (f, w)) in sorted.schema_ref().fields().iter().zip(with).enumerate() {
-        let p = open.iter().position(|&o| o == i).map(|at| without[at]);
-        let dictionary = p.is_none_or(|p| w.bytes < p.bytes);
-        b = b.set_column_dictionary_enabled(f.name().as_str().into(), dictionary);
-        sizes.push(match p {
-            Some(p) if !dictionary => p,
-            _ => w,
-        });
-    }
-    Ok(Trial {
-        props: b.build(),
-        middle: sizes,
-    })
-}
-
-/// Encoded bytes of each column of `slice` written with `props`.
-fn chunk_sizes(
-    slice: &RecordBatch,
-    props: &WriterProperties,
-) -> Result<Vec<ChunkSize>, AdviseError> {
-    let mut w = ArrowWriter::try_new(Vec::new(), slice.schema(), Some(props.clone()))?;
-    w.write(slice)?;
-    let meta = w.close()?;
-    let names: Vec<&String> = slice
-        .schema_ref()
-        .fields()
-        .iter()
-        .map(|f| f.name())
-        .collect();
-    let mut out = vec![ChunkSize::default(); names.len()];
-    for rg in meta.row_groups() {
-        for c in rg.columns() {
-            let top = &c.column_path().parts()[0];
-            if let Some(i) = names.iter().position(|n| *n == top) {
-                out[i].bytes += c.compressed_size() as u64;
-                if let Some(d) = c.dictionary_page_offset() {
-                    out[i].dictionary += (c.data_page_offset() - d).max(0) as u64;
-                }
-            }
-        }
-    }
-    Ok(out)
-}
-
 /// Widens each object's range of the leading sort column up to the next object's start: the
 /// table's objects cover every value between the sample's, and a value between two sampled
 /// objects lies in one of them.
@@ -611,447 +461,6 @@ fn tile(sims: &mut [SimObject], column: &str) {
     }
 }
 
-/// What one statement would cost under a candidate.
-#[derive(Debug, Clone, Serialize)]
-pub struct StatementEstimate {
-    pub line: usize,
-    pub weight: u64,
-    /// Objects the manifest keeps (opened).
-    pub kept: usize,
-    /// Objects whose chunks are read.
-    pub read: usize,
-    pub objects: usize,
-    /// Bytes fetched, opening the table included.
-    pub bytes: u64,
-}
-
-/// The scale from the sample's encoded bytes of a column to the table's, of its dictionary
-/// page and of the rest apart: for a column of many distinct values, a sample of a few percent
-/// holds about as many distinct values as rows, so its dictionary is a far larger share of the
-/// chunk than the table's.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PartScale {
-    pub dictionary: f64,
-    pub data: f64,
-}
-
-impl PartScale {
-    /// The scale that makes `simulated` (the sample in the table's own order) the table's
-    /// `stored` bytes: of each part apart where both have a dictionary, else of the whole.
-    pub fn new(simulated: ChunkSize, stored: ChunkSize) -> PartScale {
-        let ratio = |real: u64, sim: u64| {
-            if sim == 0 {
-                0.0
-            } else {
-                real as f64 / sim as f64
-            }
-        };
-        let whole = ratio(stored.bytes, simulated.bytes);
-        let parts = simulated.dictionary > 0
-            && stored.dictionary > 0
-            && simulated.bytes > simulated.dictionary
-            && stored.bytes > stored.dictionary;
-        if !parts {
-            return PartScale {
-                dictionary: whole,
-                data: whole,
-            };
-        }
-        PartScale {
-            dictionary: ratio(stored.dictionary, simulated.dictionary),
-            data: ratio(
-                stored.bytes - stored.dictionary,
-                simulated.bytes - simulated.dictionary,
-            ),
-        }
-    }
-
-    /// The table's bytes of a simulated chunk (and of its dictionary page).
-    pub fn scaled(&self, chunk: ChunkSize) -> ScaledChunk {
-        let dictionary = chunk.dictionary as f64 * self.dictionary;
-        ScaledChunk {
-            bytes: dictionary + chunk.bytes.saturating_sub(chunk.dictionary) as f64 * self.data,
-            dictionary,
-        }
-    }
-}
-
-/// A chunk's bytes scaled to the table's, and its dictionary page's among them.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ScaledChunk {
-    pub bytes: f64,
-    pub dictionary: f64,
-}
-
-/// The scale from the sample's encoded bytes of each column to the table's.
-pub struct Scale {
-    /// Per sampled column.
-    pub per_column: Vec<PartScale>,
-    /// Per sampled column, the sample's rows in one of the table's pages of it.
-    pub page_rows: Vec<f64>,
-    /// Bytes a kept object costs to open (footer and page index, as the query path reads
-    /// them).
-    pub open_object: f64,
-    /// Bytes opening the table costs (its log and manifests).
-    pub open_table: u64,
-    /// The table's columns in file order: where each sampled column's chunk lies in an
-    /// object.
-    pub file_columns: Vec<FileColumn>,
-    /// Bytes of one object's filter of a column in a Bloom sidecar.
-    pub bloom_bytes: BTreeMap<String, f64>,
-}
-
-/// How a candidate's chunks are sized: the scale shared by every candidate, and the
-/// candidate's own factor per file column (none: 1), from a sample of whole groups where its
-/// order puts the rows of a group together (see [`crate::groups`]).
-#[derive(Clone, Copy)]
-pub struct Sizing<'a> {
-    pub scale: &'a Scale,
-    pub resize: &'a [Resize],
-}
-
-impl Sizing<'_> {
-    /// File column `f`'s factor (none: 1).
-    pub fn of(&self, f: usize) -> Resize {
-        self.resize.get(f).copied().unwrap_or(Resize::NONE)
-    }
-}
-
-/// The factors on a chunk's dictionary page and on the rest of it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Resize {
-    pub dictionary: f64,
-    pub data: f64,
-}
-
-impl Resize {
-    pub const NONE: Resize = Resize {
-        dictionary: 1.0,
-        data: 1.0,
-    };
-
-    /// `chunk` resized, its dictionary page and the rest apart.
-    pub fn apply(&self, chunk: ScaledChunk) -> ScaledChunk {
-        let dictionary = chunk.dictionary * self.dictionary;
-        ScaledChunk {
-            bytes: dictionary + (chunk.bytes - chunk.dictionary) * self.data,
-            dictionary,
-        }
-    }
-}
-
-/// One column of the table's files.
-#[derive(Debug, Clone)]
-pub struct FileColumn {
-    pub name: String,
-    /// Its index in the sample, if sampled (its size then follows the candidate's order);
-    /// otherwise its stored size stands.
-    pub sampled: Option<usize>,
-    /// Mean stored bytes in an object (for a column not sampled).
-    pub bytes: f64,
-    /// The sample's rows in one of the table's pages of it.
-    pub page_rows: f64,
-    /// The share of its chunk that its dictionary page takes (read with any data page), for a
-    /// column not sampled.
-    pub dictionary_share: f64,
-}
-
-/// The cost of `scan` under the simulated candidate: objects kept by the manifest are opened;
-/// of those the footer's statistics keep, the pages that the page index keeps (by the
-/// filters' columns) are read, of each column the statement reads, at the sizes `sizing`
-/// gives.
-pub fn cost(
-    sim: &Simulated,
-    scan: &Scan,
-    pruner: &Pruner,
-    sizing: Sizing<'_>,
-    columns: &[String],
-) -> Cost {
-    let scale = sizing.scale;
-    let equality = pruner.equality_columns(&scan.filters);
-    let read_columns: Vec<usize> = scale
-        .file_columns
-        .iter()
-        .enumerate()
-        .filter(|(_, f)| scan.columns.contains(&f.name))
-        .map(|(i, _)| i)
-        .collect();
-    let filter_columns: Vec<usize> = columns
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| scan.filtered.contains(*c))
-        .map(|(i, _)| i)
-        .collect();
-    let predicate = predicate(&scan.filters, sim);
-    let mut kept = 0;
-    let mut read = 0;
-    let mut bytes = scale.open_table as f64 + sidecar_bytes(sim, scan, pruner, scale, &equality);
-    for o in &sim.objects {
-        let blooms: Vec<(&str, &Filter)> = o
-            .blooms
-            .iter()
-            .filter(|(c, _)| equality.contains(c))
-            .map(|(c, f)| (c.as_str(), f))
-            .collect();
-        if !pruner.may_match_with(&o.manifest, &blooms, &scan.filters) {
-            continue;
-        }
-        kept += 1;
-        bytes += scale.open_object;
-        if !pruner.may_match_with(&o.stats, &blooms, &scan.filters) {
-            continue;
-        }
-        read += 1;
-        let selected = selected_rows(o, &filter_columns, pruner, scale, &scan.filters);
-        let matching = matching_rows(o, predicate.as_ref(), &selected);
-        // Filter columns are read first, where the page index keeps rows, each in a request
-        // of its own; the others then only where rows pass the filters (the query path pushes
-        // filters into the scan), in one request.
-        let (first, then): (Vec<usize>, Vec<usize>) = read_columns.iter().partition(|&&f| {
-            scale.file_columns[f]
-                .sampled
-                .is_some_and(|c| filter_columns.contains(&c))
-        });
-        // Each filter column is its own predicate, fetched on its own.
-        bytes += first
-            .iter()
-            .map(|&f| fetched(o, sizing, &[f], &selected))
-            .sum::<f64>();
-        bytes += match &scan.top_k {
-            None => fetched(o, sizing, &then, &matching),
-            // A top-k reads its sort columns where rows pass; its bound then skips the rows
-            // of the rest but a few (left out).
-            Some(keys) => {
-                let sort: Vec<usize> = then
-                    .iter()
-                    .copied()
-                    .filter(|&f| keys.contains(&scale.file_columns[f].name))
-                    .collect();
-                fetched(o, sizing, &sort, &matching)
-            }
-        };
-    }
-    Cost {
-        kept,
-        read,
-        bytes: bytes.round() as u64,
-    }
-}
-
-/// Bytes of the sidecar sections a statement reads: of each column it looks up that has
-/// filters, every object's filter, when any object is in play by its ranges.
-fn sidecar_bytes(
-    sim: &Simulated,
-    scan: &Scan,
-    pruner: &Pruner,
-    scale: &Scale,
-    equality: &std::collections::BTreeSet<String>,
-) -> f64 {
-    let Some(first) = sim.objects.first() else {
-        return 0.0;
-    };
-    let columns: Vec<&String> = first
-        .blooms
-        .iter()
-        .map(|(c, _)| c)
-        .filter(|c| equality.contains(*c))
-        .collect();
-    let in_play = sim
-        .objects
-        .iter()
-        .any(|o| pruner.may_match(&o.manifest, &scan.filters));
-    if columns.is_empty() || !in_play {
-        return 0.0;
-    }
-    let objects = sim.objects.len() as f64;
-    columns
-        .iter()
-        .map(|c| scale.bloom_bytes.get(*c).copied().unwrap_or(0.0) * objects)
-        .sum()
-}
-
-/// The object's rows that the page index keeps: for each filter column, the rows of its pages
-/// whose range may match; a row is kept when every filter column keeps it.
-fn selected_rows(
-    o: &SimObject,
-    filter_columns: &[usize],
-    pruner: &Pruner,
-    scale: &Scale,
-    filters: &[datafusion::prelude::Expr],
-) -> Vec<bool> {
-    let n = o.part.rows.num_rows();
-    let mut keep = vec![true; n];
-    let schema = o.part.rows.schema();
-    for &c in filter_columns {
-        let name = schema.field(c).name();
-        let ranges = o.part.page_ranges[c].get_or_init(|| {
-            let column = o.part.rows.column(c);
-            pages(n, scale.page_rows[c])
-                .map(|p| {
-                    ravel_manifest::value_range(&[column.slice(p.start, p.len())])
-                        .ok()
-                        .flatten()
-                })
-                .collect()
-        });
-        for (page, range) in pages(n, scale.page_rows[c]).zip(ranges) {
-            let mut e = entry(page.len());
-            if let Some(r) = range {
-                e.ranges.insert(name.clone(), r.clone());
-            }
-            if !pruner.may_match(&e, filters) {
-                keep[page].iter_mut().for_each(|k| *k = false);
-            }
-        }
-    }
-    keep
-}
-
-/// The statement's filters as one predicate over the rows as statements see them; `None`
-/// when there are none or they do not plan here (then every kept row counts as passing).
-fn predicate(
-    filters: &[datafusion::prelude::Expr],
-    sim: &Simulated,
-) -> Option<Arc<dyn datafusion::physical_expr::PhysicalExpr>> {
-    use datafusion::common::tree_node::{Transformed, TreeNode};
-    use datafusion::prelude::Expr;
-    let schema = sim.objects.first()?.part.seen.schema();
-    let expr = datafusion::logical_expr::utils::conjunction(filters.iter().cloned())?;
-    // The filters name the table's scan; the rows here are unqualified.
-    let expr = expr
-        .transform(|e| match e {
-            Expr::Column(c) => Ok(Transformed::yes(Expr::Column(
-                datafusion::common::Column::new_unqualified(c.name),
-            ))),
-            other => Ok(Transformed::no(other)),
-        })
-        .ok()?
-        .data;
-    let df_schema = datafusion::common::DFSchema::try_from(schema.as_ref().clone()).ok()?;
-    let props = datafusion::execution::context::ExecutionProps::new();
-    let ctx =
-        datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext::default();
-    match datafusion::physical_expr::create_physical_expr(&expr, &df_schema, &props, &ctx) {
-        Ok(p) => Some(p),
-        Err(e) => {
-            tracing::debug!(error = %e, "a statement's filters do not evaluate on the sample");
-            None
-        }
-    }
-}
-
-/// The selected rows that pass the predicate.
-fn matching_rows(
-    o: &SimObject,
-    predicate: Option<&Arc<dyn datafusion::physical_expr::PhysicalExpr>>,
-    selected: &[bool],
-) -> Vec<bool> {
-    let Some(p) = predicate else {
-        return selected.to_vec();
-    };
-    let passing = p
-        .evaluate(&o.part.seen)
-        .and_then(|v| v.into_array(o.part.seen.num_rows()))
-        .ok()
-        .and_then(|a| {
-            a.as_any()
-                .downcast_ref::<arrow::array::BooleanArray>()
-                .cloned()
-        });
-    match passing {
-        Some(b) => selected
-            .iter()
-            .enumerate()
-            .map(|(i, &s)| s && b.is_valid(i) && b.value(i))
-            .collect(),
-        None => selected.to_vec(),
-    }
-}
-
-/// Row ranges of pages of `page_rows` rows (at least one) over `n` rows.
-fn pages(n: usize, page_rows: f64) -> impl Iterator<Item = std::ops::Range<usize>> {
-    let count = ((n as f64 / page_rows.max(1.0)).ceil() as usize).clamp(1, n.max(1));
-    (0..count).map(move |k| k * n / count..(k + 1) * n / count)
-}
-
-/// Bytes fetched for the pages of `columns` that hold a row of `rows`, in one request as the
-/// query path makes it: each column's pages at their place in the object, ranges closer than
-/// object_store's coalescing gap fetched as one.
-fn fetched(o: &SimObject, sizing: Sizing<'_>, columns: &[usize], rows: &[bool]) -> f64 {
-    let scale = sizing.scale;
-    let n = rows.len();
-    if columns.is_empty() || n == 0 {
-        return 0.0;
-    }
-    let mut ranges: Vec<(f64, f64)> = Vec::new();
-    let mut at = 0.0;
-    for (f, fc) in scale.file_columns.iter().enumerate() {
-        let chunk = match fc.sampled {
-            Some(c) => scale.per_column[c].scaled(o.part.sizes[c]),
-            None => ScaledChunk {
-                bytes: fc.bytes,
-                dictionary: fc.bytes * fc.dictionary_share,
-            },
-        };
-        let ScaledChunk {
-            bytes: size,
-            dictionary,
-        } = sizing.of(f).apply(chunk);
-        if columns.contains(&f) {
-            let all: Vec<std::ops::Range<usize>> = pages(n, fc.page_rows).collect();
-            let mut hit: Vec<&std::ops::Range<usize>> = all
-                .iter()
-                .filter(|p| rows[(*p).clone()].iter().any(|&s| s))
-                .collect();
-            // Statistics kept the object, so a matching row may lie between sampled rows: at
-            // least one page is read.
-            if hit.is_empty() {
-                hit.push(&all[all.len() / 2]);
-            }
-            if dictionary > 0.0 {
-                ranges.push((at, at + dictionary));
-            }
-            let data = at + dictionary;
-            let per_row = (size - dictionary) / n as f64;
-            ranges.extend(hit.iter().map(|p| {
-                (
-                    data + p.start as f64 * per_row,
-                    data + p.end as f64 * per_row,
-                )
-            }));
-        }
-        at += size;
-    }
-    coalesced(ranges)
-}
-
-/// Total bytes of `ranges` once those closer than object_store's gap are fetched as one.
-fn coalesced(mut ranges: Vec<(f64, f64)>) -> f64 {
-    let gap = object_store::OBJECT_STORE_COALESCE_DEFAULT as f64;
-    ranges.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut total = 0.0;
-    let mut current: Option<(f64, f64)> = None;
-    for (start, end) in ranges {
-        current = match current {
-            Some((s, e)) if start - e <= gap => Some((s, e.max(end))),
-            Some((s, e)) => {
-                total += e - s;
-                Some((start, end))
-            }
-            None => Some((start, end)),
-        };
-    }
-    total + current.map_or(0.0, |(s, e)| e - s)
-}
-
-/// Objects kept and read, and bytes fetched, by one statement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cost {
-    pub kept: usize,
-    pub read: usize,
-    pub bytes: u64,
-}
-
 /// The objects of a simulated candidate.
 pub fn object_count(sim: &Simulated) -> usize {
     sim.objects.len()
@@ -1059,7 +468,10 @@ pub fn object_count(sim: &Simulated) -> usize {
 
 #[cfg(test)]
 mod tests {
+    use super::chunks::{properties, with_trial};
     use super::*;
+    use crate::statements::Scan;
+    use ravel_query::prune::Pruner;
 
     fn chunk(bytes: u64, dictionary: u64) -> ChunkSize {
         ChunkSize { bytes, dictionary }
