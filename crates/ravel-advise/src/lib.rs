@@ -76,14 +76,22 @@ pub enum AdviseError {
     Store(#[from] ravel_store::StoreError),
     #[error(transparent)]
     Log(#[from] ravel_log::LogError),
+    /// DataFusion's message holds its causes, so it is part of this one rather than its
+    /// source (as `ravel_query::QueryError` keeps it).
     #[error("hashing the sample's values to draw whole groups: {0}")]
-    Hash(#[from] datafusion::error::DataFusionError),
-    #[error("reading the sample: {0}")]
+    Hash(datafusion::error::DataFusionError),
+    #[error("reading the sample")]
     Parquet(#[from] parquet::errors::ParquetError),
-    #[error("estimating a layout: {0}")]
+    #[error("estimating a layout")]
     Arrow(#[from] arrow::error::ArrowError),
-    #[error("a task reading the sample failed: {0}")]
+    #[error("a task reading the sample failed")]
     Task(#[from] tokio::task::JoinError),
+}
+
+impl From<datafusion::error::DataFusionError> for AdviseError {
+    fn from(e: datafusion::error::DataFusionError) -> Self {
+        AdviseError::Hash(e)
+    }
 }
 
 impl AdviseError {

@@ -71,13 +71,13 @@ impl Scratch {
         let listed = match listed {
             Ok(l) => l,
             Err(e) => {
-                tracing::warn!(prefix = %dir, error = %e, "scratch objects not listed; gc collects them");
+                tracing::warn!(prefix = %dir, error = %ravel_store::ErrorChain::new(&e), "scratch objects not listed; gc collects them");
                 return;
             }
         };
         for m in listed {
             if let Err(e) = self.os.delete(&m.location).await {
-                tracing::warn!(key = %m.location, error = %e, "a scratch object was not deleted; gc collects it");
+                tracing::warn!(key = %m.location, error = %ravel_store::ErrorChain::new(&e), "a scratch object was not deleted; gc collects it");
             }
         }
     }

@@ -56,7 +56,7 @@ pub async fn maintain_retrying(
     loop {
         match maintain(store, table, opts).await {
             Err(e) if e.is_conflict() && tries < retries => {
-                tracing::info!(error = %e, table, "another writer changed the table; planning again");
+                tracing::info!(error = %ravel_store::ErrorChain::new(&e), table, "another writer changed the table; planning again");
                 tries += 1;
             }
             other => return other,

@@ -155,17 +155,9 @@ fn run(command: Command) -> Result<()> {
     }
 }
 
-/// The error and its causes, joined by ": ", leaving out a cause whose text the one before
-/// already holds (object_store's errors repeat their source in their own message).
+/// The error and its causes, each message once (see [`ravel_store::ErrorChain`]).
 fn explain(err: &anyhow::Error) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    for cause in err.chain() {
-        let text = cause.to_string();
-        if !parts.last().is_some_and(|before| before.contains(&text)) {
-            parts.push(text);
-        }
-    }
-    parts.join(": ")
+    ravel_store::ErrorChain::new(err.as_ref()).to_string()
 }
 
 /// An error about the user's input that no library type carries.

@@ -157,18 +157,18 @@ impl Committer {
             .collect();
         futures::stream::iter(listed)
             .map(|(key, bytes)| async move {
-                let not_stored = |problem: String| LoadError::NotStored {
+                let not_stored = |problem: crate::NotStored| LoadError::NotStored {
                     key: key.clone(),
                     problem,
                 };
                 match self.store.head(&Path::from(key.as_str())).await {
                     Ok(meta) if meta.size == bytes => Ok(()),
-                    Ok(meta) => Err(not_stored(format!(
-                        "has {} bytes where this load stored {bytes}",
-                        meta.size
-                    ))),
+                    Ok(meta) => Err(not_stored(crate::NotStored::Size {
+                        found: meta.size,
+                        stored: bytes,
+                    })),
                     Err(object_store::Error::NotFound { .. }) => {
-                        Err(not_stored("is missing".into()))
+                        Err(not_stored(crate::NotStored::Missing))
                     }
                     Err(source) => Err(LoadError::Store {
                         key: key.clone(),

@@ -25,12 +25,12 @@ pub enum LoadError {
     Schema {
         input: String,
         column: String,
-        problem: String,
+        problem: ColumnProblem,
     },
 
     /// A column holds a null in a nested field that the table's type says is NOT NULL.
     #[error(
-        "input {input}: column {column:?} holds a null where the table's type {data_type} has a NOT NULL field ({source})"
+        "input {input}: column {column:?} holds a null where the table's type {data_type} has a NOT NULL field"
     )]
     NestedNull {
         input: String,
@@ -40,8 +40,11 @@ pub enum LoadError {
         source: arrow::error::ArrowError,
     },
 
-    #[error("input {input}: {message}")]
-    Input { input: String, message: String },
+    #[error("input {input}: {problem}")]
+    Input {
+        input: String,
+        problem: InputProblem,
+    },
 
     /// An object another Delta writer added has a column the table lacks.
     #[error(transparent)]
@@ -74,7 +77,7 @@ pub enum LoadError {
 
     /// An input (or the file its rejected rows go to) could not be opened, listed, read or
     /// written.
-    #[error("input {input}: {}{source}", .step.lead())]
+    #[error("input {input}: {}", .step.lead())]
     InputFailed {
         input: String,
         step: InputStep,
@@ -91,7 +94,7 @@ pub enum LoadError {
 
     /// A part of the loader itself failed on an error (a task panicked, a local file could
     /// not be made, a merge's input could not be read): not the input's fault.
-    #[error("{task}: {source}")]
+    #[error("{task}")]
     Internal {
         task: String,
         #[source]
@@ -145,7 +148,7 @@ pub enum LoadError {
     #[error(
         "object {key} that this load stored {problem} (deleted or replaced while the load ran, e.g. by gc of a build without leases): nothing was published; run the load again, it stores the object again"
     )]
-    NotStored { key: String, problem: String },
+    NotStored { key: String, problem: NotStored },
 
     /// The table's log could not be read or written.
     #[error(transparent)]
@@ -162,6 +165,88 @@ pub enum LoadError {
 }
 
 /// What a loader writes: a load's objects, a merge's output, or a merge's spill.
+/// How an object a load stored is not as it stored it (see [`LoadError::NotStored`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NotStored {
+    #[error("is missing")]
+    Missing,
+    #[error("has {found} bytes where this load stored {stored}")]
+    Size { found: u64, stored: u64 },
+}
+
+/// What is wrong with one column of an input (see [`LoadError::Schema`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ColumnProblem {
+    #[error("is missing")]
+    Missing,
+    /// `row` is 1-based in the input.
+    #[error("is null in row {row} of the input, but the table's column is NOT NULL")]
+    NullInNotNull { row: u64 },
+    #[error("has type {data_type}, which TSV input does not read")]
+    NotInTsv {
+        data_type: arrow::datatypes::DataType,
+    },
+    #[error("columns are in another order than the table's")]
+    Order,
+    /// It breaks a rule of [`ravel_manifest::schema_difference`]; `detail` says how.
+    #[error("{detail}")]
+    Differs {
+        kind: ravel_manifest::DifferenceKind,
+        detail: String,
+    },
+}
+
+/// What is wrong with an input as a whole (see [`LoadError::Input`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InputProblem {
+    #[error("{0}")]
+    BadLine(BadLine),
+    /// More bad lines than `--max-bad-rows` allows; `last` is the one past the allowance.
+    #[error("more than {max} bad line(s) (--max-bad-rows); {last}")]
+    TooManyBadLines { max: u64, last: BadLine },
+    /// A glob that names no file.
+    #[error("matches no file")]
+    NoMatch,
+    #[error("a row group held fewer rows than its footer says")]
+    ShortRowGroup,
+    #[error("column readers disagree on the number of batches")]
+    ReadersDisagree,
+}
+
+/// A TSV line that does not parse as the table's columns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadLine {
+    /// 1-based in its file.
+    pub line: u64,
+    /// The cell that does not parse (`None`: the line as a whole, e.g. too few cells).
+    pub column: Option<BadColumn>,
+    pub reason: String,
+}
+
+/// A column of a TSV line, as a [`BadLine`] names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadColumn {
+    /// 1-based.
+    pub number: usize,
+    pub name: String,
+}
+
+impl std::fmt::Display for BadLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.column {
+            None => write!(f, "line {}: {}", self.line, self.reason),
+            Some(c) => write!(
+                f,
+                "line {}, column {} ({}): {}",
+                self.line, c.number, c.name, self.reason
+            ),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Writing {
     Load,
@@ -203,17 +288,17 @@ pub enum InputStep {
 }
 
 impl InputStep {
-    /// The words before the source's message.
+    /// What failed, in words.
     fn lead(self) -> &'static str {
         match self {
-            InputStep::Open => "cannot open: ",
-            InputStep::Footer => "not a readable Parquet file: ",
-            InputStep::Read => "reading: ",
-            InputStep::Decode => "",
-            InputStep::CreateRejects => "cannot create the rejects file: ",
-            InputStep::WriteRejects => "cannot write the rejects file: ",
-            InputStep::Glob => "not a valid glob: ",
-            InputStep::List => "cannot list: ",
+            InputStep::Open => "cannot open",
+            InputStep::Footer => "not a readable Parquet file",
+            InputStep::Read => "reading",
+            InputStep::Decode => "decoding",
+            InputStep::CreateRejects => "cannot create the rejects file",
+            InputStep::WriteRejects => "cannot write the rejects file",
+            InputStep::Glob => "not a valid glob",
+            InputStep::List => "cannot list",
         }
     }
 }
@@ -384,17 +469,22 @@ mod tests {
         let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
         let path = std::path::Path::new("in.tsv");
         let failed = LoadError::input(path, InputStep::Open)(io());
+        // The message leaves its source out; the chain prints each once.
+        assert_eq!(failed.to_string(), "input in.tsv: cannot open");
         assert_eq!(
-            failed.to_string(),
+            ravel_store::ErrorChain::new(&failed).to_string(),
             "input in.tsv: cannot open: no such file"
         );
         assert!(failed.is_invalid_input());
         assert!(failed.source().unwrap().is::<std::io::Error>());
         let decoded = LoadError::input(path, InputStep::Decode)(io());
-        assert_eq!(decoded.to_string(), "input in.tsv: no such file");
+        assert_eq!(
+            ravel_store::ErrorChain::new(&decoded).to_string(),
+            "input in.tsv: decoding: no such file"
+        );
         let internal = LoadError::internal("reader: the reader thread failed")(io());
         assert_eq!(
-            internal.to_string(),
+            ravel_store::ErrorChain::new(&internal).to_string(),
             "reader: the reader thread failed: no such file"
         );
         assert!(!internal.is_invalid_input());

@@ -1,5 +1,6 @@
 //! Sources: Parquet files streamed in batches (never read whole).
 
+use crate::InputProblem;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -31,10 +32,10 @@ fn batch_rows(bytes_per_row: u64, batch_bytes: u64) -> usize {
     (batch_bytes / bytes_per_row.max(1)).clamp(1, READ_BATCH_ROWS as u64) as usize
 }
 
-fn input_err(path: &Path, message: &str) -> LoadError {
+fn input_err(path: &Path, problem: InputProblem) -> LoadError {
     LoadError::Input {
         input: path.display().to_string(),
-        message: message.to_string(),
+        problem,
     }
 }
 
@@ -208,8 +209,7 @@ fn join_next(
     }
     let Some(rows) = rows else { return Ok(None) };
     let columns: Option<Vec<_>> = columns.into_iter().collect();
-    let columns = columns
-        .ok_or_else(|| input_err(path, "column readers disagree on the number of batches"))?;
+    let columns = columns.ok_or_else(|| input_err(path, InputProblem::ReadersDisagree))?;
     let options = RecordBatchOptions::new().with_row_count(Some(rows));
     Ok(Some(RecordBatch::try_new_with_options(
         schema.clone(),
@@ -287,10 +287,10 @@ impl Rejects {
             if self.count > self.bad.max {
                 return Err(LoadError::Input {
                     input: input.into(),
-                    message: format!(
-                        "more than {} bad line(s) (--max-bad-rows); {}",
-                        self.bad.max, r.message
-                    ),
+                    problem: InputProblem::TooManyBadLines {
+                        max: self.bad.max,
+                        last: r.problem,
+                    },
                 });
             }
             let Some(path) = &self.bad.rejects else {
@@ -321,7 +321,7 @@ impl Rejects {
             let written = lines
                 .write_all(&r.text)
                 .and_then(|()| lines.write_all(b"\n"))
-                .and_then(|()| writeln!(reasons, "{input}: {}", r.message));
+                .and_then(|()| writeln!(reasons, "{input}: {}", r.problem));
             written.map_err(LoadError::input(path, InputStep::WriteRejects))?;
         }
         Ok(())
@@ -458,7 +458,7 @@ pub fn expand_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
         if matched.is_empty() {
             return Err(LoadError::Input {
                 input: s.to_string(),
-                message: "matches no file".into(),
+                problem: InputProblem::NoMatch,
             });
         }
         matched.sort();

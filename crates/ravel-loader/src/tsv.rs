@@ -4,6 +4,7 @@
 //! Blocks of lines are parsed in parallel (rayon); every error names the file, the line, the
 //! column's number and name, and what was wrong.
 
+use crate::{BadColumn, BadLine, ColumnProblem, InputProblem};
 use std::sync::Arc;
 
 use arrow::array::{
@@ -381,7 +382,7 @@ pub struct Reject {
     /// 1-based line number in its file.
     pub line: u64,
     /// Why, naming the line and column as an error would.
-    pub message: String,
+    pub problem: BadLine,
     /// The line as it was in the file, without its line end.
     pub text: Vec<u8>,
 }
@@ -434,7 +435,11 @@ pub fn parse_chunk_with(
         if !skip_bad && let Some(e) = bad.first() {
             return Err(LoadError::Input {
                 input: input.into(),
-                message: describe(schema, block_first + e.line_in_block as u64, e),
+                problem: InputProblem::BadLine(describe(
+                    schema,
+                    block_first + e.line_in_block as u64,
+                    e,
+                )),
             });
         }
         if !bad.is_empty() {
@@ -443,7 +448,7 @@ pub fn parse_chunk_with(
                 let line = block_first + e.line_in_block as u64;
                 out.rejects.push(Reject {
                     line,
-                    message: describe(schema, line, &e),
+                    problem: describe(schema, line, &e),
                     text: lines[e.line_in_block].to_vec(),
                 });
             }
@@ -460,7 +465,9 @@ fn check_columns(schema: &SchemaRef, input: &str) -> Result<(), LoadError> {
         Some(f) => Err(LoadError::Schema {
             input: input.into(),
             column: f.name().clone(),
-            problem: format!("has type {}, which TSV input does not read", f.data_type()),
+            problem: ColumnProblem::NotInTsv {
+                data_type: f.data_type().clone(),
+            },
         }),
         None => Ok(()),
     }
@@ -484,16 +491,14 @@ fn parse_one(schema: &SchemaRef, block: &[u8], skip_bad: bool) -> ParsedBlock {
 }
 
 /// A bad line's message, naming its line and, where one is at fault, its column.
-fn describe(schema: &SchemaRef, line: u64, e: &CellError) -> String {
-    if e.column == usize::MAX {
-        format!("line {line}: {}", e.message)
-    } else {
-        format!(
-            "line {line}, column {} ({}): {}",
-            e.column + 1,
-            schema.field(e.column).name(),
-            e.message
-        )
+fn describe(schema: &SchemaRef, line: u64, e: &CellError) -> BadLine {
+    BadLine {
+        line,
+        column: (e.column != usize::MAX).then(|| BadColumn {
+            number: e.column + 1,
+            name: schema.field(e.column).name().clone(),
+        }),
+        reason: e.message.clone(),
     }
 }
 
@@ -620,16 +625,16 @@ mod tests {
             assert_eq!(rows, 3);
             let got: Vec<(u64, &[u8])> = rejects.iter().map(|r| (r.line, &r.text[..])).collect();
             assert_eq!(got, vec![(11, &b"x\t1\ta\t1"[..]), (13, &b"3\t3\tc"[..])]);
+            let column = rejects[0].problem.column.as_ref().expect("a column");
+            assert_eq!((column.number, column.name.as_str()), (1, "t"));
+            assert_eq!(rejects[0].problem.line, 11);
             assert!(
-                rejects[0].message.starts_with("line 11, column 1 (t):"),
+                rejects[1].problem.column.is_none(),
                 "{}",
-                rejects[0].message
+                rejects[1].problem
             );
-            assert!(
-                rejects[1].message.contains("line 13: has 3 fields"),
-                "{}",
-                rejects[1].message
-            );
+            let text = rejects[1].problem.to_string();
+            assert!(text.starts_with("line 13: has 3 fields"), "{text}");
         }
     }
 }

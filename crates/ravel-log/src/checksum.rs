@@ -105,7 +105,7 @@ impl TableLog {
             .put(&self.checksum_path(version), json.into())
             .await
         {
-            tracing::warn!(version, error = %e, "the version's checksum file was not written");
+            tracing::warn!(version, error = %ravel_store::ErrorChain::new(&e), "the version's checksum file was not written");
         }
     }
 
@@ -116,7 +116,7 @@ impl TableLog {
             Ok(bytes) => match serde_json::from_slice(&bytes) {
                 Ok(crc) => Ok(Some(crc)),
                 Err(e) => {
-                    tracing::warn!(key = %path, error = %e, "a checksum file does not read; ignored");
+                    tracing::warn!(key = %path, error = %ravel_store::ErrorChain::new(&e), "a checksum file does not read; ignored");
                     Ok(None)
                 }
             },

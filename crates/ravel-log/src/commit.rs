@@ -170,7 +170,7 @@ impl TableLog {
         let info = match self.entry(version).await {
             Ok(entry) => entry.commit_info().map(|i| i["ravel"].clone()),
             Err(e) => {
-                tracing::warn!(version, error = %e, "the entry that published the load does not read");
+                tracing::warn!(version, error = %ravel_store::ErrorChain::new(&e), "the entry that published the load does not read");
                 None
             }
         };
@@ -255,7 +255,7 @@ impl TableLog {
         let actions = match crate::actions::decode_entry(entry) {
             Ok(a) => a,
             Err((line, e)) => {
-                tracing::warn!(version, line, error = %e, "no checksum or checkpoint: the entry just written does not parse");
+                tracing::warn!(version, line, error = %ravel_store::ErrorChain::new(&e), "no checksum or checkpoint: the entry just written does not parse");
                 return;
             }
         };
@@ -265,7 +265,7 @@ impl TableLog {
             return;
         }
         if let Err(e) = self.write_checkpoint(&base).await {
-            tracing::warn!(version, error = %e, "the checkpoint was not written; readers replay from an older one");
+            tracing::warn!(version, error = %ravel_store::ErrorChain::new(&e), "the checkpoint was not written; readers replay from an older one");
         }
     }
 

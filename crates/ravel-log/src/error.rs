@@ -1,17 +1,34 @@
 //! Why the log could not be read or written.
 
+/// How a manifest disagrees with the log that names its objects (see
+/// [`LogError::ManifestMismatch`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Mismatch {
+    #[error("has {objects} objects, the log names position {position}")]
+    NoPosition { objects: usize, position: usize },
+    #[error("lists {object} with {listed} bytes, the log with {logged}")]
+    Size {
+        object: String,
+        listed: u64,
+        logged: u64,
+    },
+    #[error("lists {object} at position {position}, which the log names for another object")]
+    OtherObject { object: String, position: usize },
+}
+
 /// Why a version could not be read or committed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LogError {
-    #[error("{what} {key}: {source}")]
+    #[error("{what} {key}")]
     Store {
         what: &'static str,
         key: String,
         #[source]
         source: object_store::Error,
     },
-    #[error("log entry {key} is not valid at line {line}: {source}")]
+    #[error("log entry {key} is not valid at line {line}")]
     Parse {
         key: String,
         line: usize,
@@ -52,7 +69,7 @@ pub enum LogError {
         features: Vec<String>,
         writing: bool,
     },
-    #[error("manifest {key}: {source}")]
+    #[error("manifest {key}")]
     Manifest {
         key: String,
         #[source]
@@ -61,8 +78,8 @@ pub enum LogError {
     #[error("manifest {key}: is missing, and the log names it")]
     ManifestMissing { key: String },
     /// A manifest does not list an object as the log names it.
-    #[error("manifest {key}: {problem}")]
-    ManifestMismatch { key: String, problem: String },
+    #[error("manifest {key} {problem}")]
+    ManifestMismatch { key: String, problem: Mismatch },
     #[error(
         "the table changed while this compaction ran: {path} was removed by version {version}; this step published nothing (steps committed before it stand), rerun the compaction"
     )]
@@ -104,7 +121,7 @@ pub enum LogError {
         write: Box<object_store::Error>,
         read: Box<object_store::Error>,
     },
-    #[error("checkpoint: {what}: {source}")]
+    #[error("checkpoint: {what}")]
     Checkpoint {
         what: String,
         #[source]
@@ -156,9 +173,13 @@ mod tests {
         };
         let source = std::error::Error::source(&err).expect("a source");
         assert!(source.is::<ravel_manifest::ManifestError>());
+        assert_eq!(err.to_string(), "manifest t/_ravel/manifests/a.json");
         assert_eq!(
-            err.to_string(),
-            format!("manifest t/_ravel/manifests/a.json: {source}")
+            ravel_store::ErrorChain::new(&err).to_string(),
+            format!(
+                "manifest t/_ravel/manifests/a.json: {source}: {}",
+                std::error::Error::source(source).unwrap()
+            )
         );
     }
 }

@@ -139,7 +139,7 @@ impl ForeignObject {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DeclaredSchemaError {
-    #[error("the table's Delta schema (metaData schemaString) is not valid JSON: {0}")]
+    #[error("the table's Delta schema (metaData schemaString) is not valid JSON")]
     NotJson(#[source] serde_json::Error),
     #[error(
         "column {column:?} of the table's Delta schema has type {delta_type}, which ravel-load does not read"

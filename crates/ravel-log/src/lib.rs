@@ -51,7 +51,7 @@ pub use checkpoint::{
 pub use checksum::{ChecksumMismatch, Counts, VersionChecksum};
 pub use commit::{Commit, Committed, Operation, Published, published_in};
 pub use consumed::{Consumed, InputFile, InputsStand, Txn};
-pub use error::LogError;
+pub use error::{LogError, Mismatch};
 pub use foreign::{
     DeclaredSchemaError, ExtraColumn, FENCE_FEATURE, FENCE_PROPERTY, ForeignObject, arrow_schema,
     fenced,
@@ -307,7 +307,7 @@ impl TableLog {
         match self.newest_checkpoint().await {
             Ok(s) => s,
             Err(e) => {
-                tracing::warn!(error = %e, "the checkpoint could not be read; replaying the log");
+                tracing::warn!(error = %ravel_store::ErrorChain::new(&e), "the checkpoint could not be read; replaying the log");
                 None
             }
         }
@@ -503,23 +503,23 @@ fn check_listed(
     live: &LiveObject,
 ) -> Result<(), LogError> {
     let problem = match manifest.objects.get(live.position) {
-        None => format!(
-            "has {} objects, the log names position {}",
-            manifest.objects.len(),
-            live.position
-        ),
+        None => Mismatch::NoPosition {
+            objects: manifest.objects.len(),
+            position: live.position,
+        },
         Some(o) => {
             let path = table.relative(&o.key).unwrap_or(&o.key);
             match snapshot.files().get(path) {
                 Some(add) if add.size == o.bytes => return Ok(()),
-                Some(add) => format!(
-                    "lists {} with {} bytes, the log with {}",
-                    o.key, o.bytes, add.size
-                ),
-                None => format!(
-                    "lists {} at position {}, which the log names for another object",
-                    o.key, live.position
-                ),
+                Some(add) => Mismatch::Size {
+                    object: o.key.clone(),
+                    listed: o.bytes,
+                    logged: add.size,
+                },
+                None => Mismatch::OtherObject {
+                    object: o.key.clone(),
+                    position: live.position,
+                },
             }
         }
     };

@@ -254,13 +254,13 @@ fn kind(v: &Value) -> u8 {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ManifestError {
-    #[error("reading {key}: {source}")]
+    #[error("reading {key}")]
     Store {
         key: String,
         #[source]
         source: object_store::Error,
     },
-    #[error("manifest {key} is not valid: {source}")]
+    #[error("manifest {key} is not valid")]
     Parse {
         key: String,
         #[source]

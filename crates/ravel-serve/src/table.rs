@@ -448,18 +448,9 @@ fn age(now: SystemTime, landed: SystemTime) -> Duration {
     now.duration_since(landed).unwrap_or(Duration::ZERO)
 }
 
-/// An error and its causes, joined by ": ", a cause left out when the one before holds it.
+/// An error and its causes, each message once (see [`ravel_store::ErrorChain`]).
 pub fn format_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts: Vec<String> = vec![e.to_string()];
-    let mut next = e.source();
-    while let Some(cause) = next {
-        let text = cause.to_string();
-        if !parts.last().is_some_and(|before| before.contains(&text)) {
-            parts.push(text);
-        }
-        next = cause.source();
-    }
-    parts.join(": ")
+    ravel_store::ErrorChain::new(e).to_string()
 }
 
 /// An object's rows, from its Delta statistics.

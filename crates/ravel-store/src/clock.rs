@@ -49,7 +49,7 @@ impl StoreClock {
                 }
             }
             Err(e) => {
-                tracing::warn!(error = %e, "the store's clock could not be read; ages are by this machine's clock");
+                tracing::warn!(error = %crate::ErrorChain::new(&e), "the store's clock could not be read; ages are by this machine's clock");
                 StoreClock::local()
             }
         }

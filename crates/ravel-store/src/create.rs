@@ -77,7 +77,7 @@ pub async fn create_or_confirm(
     };
     match read_back(store, path).await {
         Ok(Some(there)) if there == bytes => {
-            tracing::debug!(key = %path, error = %write, "the put failed but stored our bytes");
+            tracing::debug!(key = %path, error = %crate::ErrorChain::new(&write), "the put failed but stored our bytes");
             Ok(())
         }
         Ok(_) => Err(CreateError::Write {

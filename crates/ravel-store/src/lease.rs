@@ -172,7 +172,7 @@ impl HeldLease {
                 tracing::debug!(lease = %self.path, "lease released")
             }
             Err(e) => {
-                tracing::warn!(lease = %self.path, error = %e, "could not delete the lease; it goes stale")
+                tracing::warn!(lease = %self.path, error = %crate::ErrorChain::new(&e), "could not delete the lease; it goes stale")
             }
         }
     }
@@ -232,7 +232,7 @@ async fn beat(
         }
         lease.heartbeat_ms = now_ms();
         if let Err(e) = write(store.as_ref(), &path, &lease).await {
-            tracing::warn!(lease = %path, error = %e, "lease heartbeat failed");
+            tracing::warn!(lease = %path, error = %crate::ErrorChain::new(&e), "lease heartbeat failed");
         }
     }
 }

@@ -26,6 +26,7 @@
 //! about half a minute, naming its endpoint.
 
 mod capability;
+mod chain;
 mod clock;
 mod create;
 mod exclusive;
@@ -37,12 +38,13 @@ mod s3;
 mod staging;
 
 pub use capability::Capabilities;
+pub use chain::{ErrorChain, prints_its_source};
 pub use clock::{SKEW_BOUND, StoreClock};
 pub use create::{CreateError, create_or_confirm};
 pub use exclusive::{CLAIM_EXPIRY, ExclusiveCreates};
 pub use lease::{FoundLease, HeldLease, Lease, LeaseError, STALE_AFTER, read_leases, unique_id};
 pub use object_file::ObjectFile;
-pub use retry::{GaveUp, RetryPolicy, RetryStore, is_transient};
+pub use retry::{BrokenAnswer, GaveUp, RetryPolicy, RetryStore, is_transient};
 pub use s3::{CLIENT_RETRIES, CONNECT_TIMEOUT, REQUEST_TIMEOUT, RETRY_BUDGET};
 pub use staging::StagingFile;
 

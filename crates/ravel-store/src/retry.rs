@@ -63,6 +63,41 @@ impl Default for RetryPolicy {
 /// answer began.
 const BROKEN_ANSWER: &str = "RetryStore";
 
+/// An answer that broke after it began: the source of the [`object_store::Error::Generic`]
+/// (store `RetryStore`) that [`RetryStore`] makes of it and retries. It sits inside
+/// object_store's errors, so it prints its source in its message as they do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BrokenAnswer {
+    #[error("body of {location} broke after its headers: {source}")]
+    Body {
+        location: Path,
+        #[source]
+        source: object_store::Error,
+    },
+    #[error("body of {location} ended after {got} of {expected} bytes")]
+    ShortBody {
+        location: Path,
+        got: u64,
+        expected: u64,
+    },
+    #[error("listing broke after {entries} entries: {source}")]
+    Listing {
+        entries: usize,
+        #[source]
+        source: object_store::Error,
+    },
+}
+
+impl From<BrokenAnswer> for object_store::Error {
+    fn from(e: BrokenAnswer) -> Self {
+        object_store::Error::Generic {
+            store: BROKEN_ANSWER,
+            source: Box::new(e),
+        }
+    }
+}
+
 /// Which transport failures of a request the HTTP client repeats by itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ClientRepeats {
@@ -195,7 +230,7 @@ where
                 if attempt >= policy.attempts || !in_budget || final_answer {
                     return Err(limits.gave_up(what, location, attempt, started, e));
                 }
-                tracing::warn!(%location, attempt, error = %e, "{what} failed; retrying");
+                tracing::warn!(%location, attempt, error = %crate::ErrorChain::new(&e), "{what} failed; retrying");
                 tokio::time::sleep(wait).await;
                 wait = (wait * 2).min(policy.max_backoff);
                 attempt += 1;
@@ -274,10 +309,14 @@ async fn read_whole(location: &Path, result: GetResult) -> Result<GetResult> {
         // A local file is read by whoever takes it, with the file's own checks.
         #[allow(unreachable_patterns)]
         GetResultPayload::Stream(stream) => {
-            let chunks: Vec<bytes::Bytes> = stream
-                .try_collect()
-                .await
-                .map_err(|e| broken(format!("body of {location} broke after its headers"), e))?;
+            let chunks: Vec<bytes::Bytes> =
+                stream
+                    .try_collect()
+                    .await
+                    .map_err(|source| BrokenAnswer::Body {
+                        location: location.clone(),
+                        source,
+                    })?;
             let mut body = bytes::BytesMut::with_capacity(chunks.iter().map(|c| c.len()).sum());
             for c in chunks {
                 body.extend_from_slice(&c);
@@ -296,14 +335,12 @@ async fn read_whole(location: &Path, result: GetResult) -> Result<GetResult> {
     };
     let expected = range.end - range.start;
     if bytes.len() as u64 != expected {
-        return Err(object_store::Error::Generic {
-            store: BROKEN_ANSWER,
-            source: format!(
-                "body of {location} ended after {} of {expected} bytes",
-                bytes.len()
-            )
-            .into(),
-        });
+        return Err(BrokenAnswer::ShortBody {
+            location: location.clone(),
+            got: bytes.len() as u64,
+            expected,
+        }
+        .into());
     }
     Ok(GetResult {
         payload: GetResultPayload::Stream(futures::stream::once(async move { Ok(bytes) }).boxed()),
@@ -313,16 +350,8 @@ async fn read_whole(location: &Path, result: GetResult) -> Result<GetResult> {
     })
 }
 
-/// An answer broken after it began: a fault no HTTP retry saw, so [`RetryStore`] retries it.
-fn broken(what: String, e: object_store::Error) -> object_store::Error {
-    object_store::Error::Generic {
-        store: BROKEN_ANSWER,
-        source: format!("{what}: {e}").into(),
-    }
-}
-
 /// A whole listing. A failure before the first entry is the request's own; a failure after
-/// it is a listing broken midway ([`broken`]).
+/// it is a listing broken midway ([`BrokenAnswer::Listing`]).
 async fn list_whole<T: ObjectStore>(inner: &T, prefix: Option<&Path>) -> Result<Vec<ObjectMeta>> {
     let mut stream = inner.list(prefix);
     let mut entries = Vec::new();
@@ -331,8 +360,8 @@ async fn list_whole<T: ObjectStore>(inner: &T, prefix: Option<&Path>) -> Result<
             Ok(meta) => entries.push(meta),
             Err(e) if entries.is_empty() => return Err(e),
             Err(e) => {
-                let what = format!("listing broke after {} entries", entries.len());
-                return Err(broken(what, e));
+                let entries = entries.len();
+                return Err(BrokenAnswer::Listing { entries, source: e }.into());
             }
         }
     }

@@ -187,7 +187,7 @@ pub enum VerifyError {
     Manifest(#[from] ManifestError),
     #[error(transparent)]
     Log(#[from] ravel_log::LogError),
-    #[error("listing {prefix}: {source}")]
+    #[error("listing {prefix}")]
     List {
         prefix: String,
         #[source]

@@ -312,7 +312,7 @@ async fn delete_all(store: &Store, keys: Vec<Path>, what: &'static str) {
     let mut deleted = store.object_store().delete_stream(keys);
     while let Some(r) = deleted.next().await {
         if let Err(e) = r {
-            tracing::warn!(error = %e, "{what} was not deleted; gc collects it");
+            tracing::warn!(error = %ravel_store::ErrorChain::new(&e), "{what} was not deleted; gc collects it");
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Reading the inputs of a load by columns: a unit's fields, one column whole or the slab of
 //! it that a range of output rows takes, each batch conformed to the table's schema.
 
+use crate::{ColumnProblem, InputProblem};
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
@@ -114,10 +115,7 @@ impl ColumnLoad {
             first_row += rows;
         }
         if out.len() != batches_of(u.rows, batch_rows) {
-            return Err(input_err(
-                &f.path,
-                "a row group held fewer rows than its footer says",
-            ));
+            return Err(input_err(&f.path, InputProblem::ShortRowGroup));
         }
         Ok(out)
     }
@@ -263,7 +261,7 @@ fn conform_batch(
                 .ok_or_else(|| LoadError::Schema {
                     input: input.into(),
                     column: f.name().clone(),
-                    problem: "is missing".into(),
+                    problem: ColumnProblem::Missing,
                 })?;
             conform_column(f, column, input, first_row)
         })
@@ -281,10 +279,10 @@ pub(super) fn open(path: &Path) -> Result<std::fs::File, LoadError> {
     std::fs::File::open(path).map_err(LoadError::input(path, InputStep::Open))
 }
 
-fn input_err(path: &Path, message: &str) -> LoadError {
+fn input_err(path: &Path, problem: InputProblem) -> LoadError {
     LoadError::Input {
         input: path.display().to_string(),
-        message: message.to_string(),
+        problem,
     }
 }
 
