@@ -11,7 +11,7 @@ use arrow::compute::CastOptions;
 use arrow::datatypes::{DataType, Schema};
 use futures::TryStreamExt;
 use parquet::arrow::ParquetRecordBatchStreamBuilder;
-use ravel_loader::{LoadError, Loader, Replacement};
+use ravel_loader::{LoadError, LoadMode, Loader, Replacement};
 use ravel_log::{ForeignObject, TableLog};
 use ravel_store::{ObjectFile, Store, TablePaths};
 use serde::Serialize;
@@ -97,8 +97,8 @@ pub async fn adopt(
         return Ok(None);
     }
     let paths = TablePaths::new(table)?;
-    let mut loader = Loader::new(store, table, opts.load.clone()).await?;
-    loader.set_purpose(ravel_loader::Writing::Merge);
+    let mode = LoadMode::table().for_purpose(ravel_loader::Writing::Merge);
+    let mut loader = Loader::with_mode(store, table, opts.load.clone(), mode).await?;
     let Some(schema) = loader.table_schema().cloned().map(Arc::new) else {
         return Err(AdoptError::NoSchema(table.to_string()).into());
     };

@@ -10,7 +10,9 @@
 use std::time::Instant;
 
 use ravel_layout::ClusteringOrder;
-use ravel_loader::{Committed, Files, LoadError, Loader, Prepared, Published, StageTimes};
+use ravel_loader::{
+    Committed, Files, LoadError, LoadMode, Loader, Prepared, Published, StageTimes,
+};
 use ravel_store::Store;
 use serde::Serialize;
 
@@ -84,15 +86,14 @@ impl<'a> SortedLoad<'a> {
         table: &str,
         opts: &CompactOptions,
     ) -> Result<SortedLoad<'a>, CompactError> {
-        let mut loader = Loader::new(store, table, opts.load.clone()).await?;
+        let paths = ravel_store::TablePaths::new(table)?;
+        let scratch = Scratch::new(store.object_store().clone(), paths);
+        let mode = LoadMode::spill().in_scratch(scratch.operation());
+        let loader = Loader::with_mode(store, table, opts.load.clone(), mode).await?;
         if loader.layout().clustering_key.is_none() {
             return Err(CompactError::NotClustered(table.to_string()));
         }
         loader.check_other_writers().await?;
-        loader.set_spill(true)?;
-        let paths = ravel_store::TablePaths::new(table)?;
-        let scratch = Scratch::new(store.object_store().clone(), paths);
-        loader.set_scratch(Some(scratch.operation()))?;
         Ok(SortedLoad {
             store,
             scratch,
@@ -135,8 +136,7 @@ impl<'a> SortedLoad<'a> {
             let plan = ravel_loader::ColumnPlan::open(&paths)?;
             let opts = self.loader.options();
             if !plan.fits_one_run(opts) && plan.fits(opts, self.loader.layout()) {
-                self.loader.set_spill(false)?;
-                self.loader.set_scratch(None)?;
+                self.loader.set_mode(LoadMode::table())?;
                 self.by_columns = true;
                 ravel_loader::load_by_columns(&mut self.loader, plan).await?;
                 progress(self.loader.rows(), &self.loader);
@@ -177,8 +177,7 @@ impl<'a> SortedLoad<'a> {
 impl SortedLoad<'_> {
     async fn finish_as_one_run(mut self) -> Result<SortedLoadReport, CompactError> {
         if !self.by_columns {
-            self.loader.set_spill(false)?;
-            self.loader.set_scratch(None)?;
+            self.loader.set_mode(LoadMode::table())?;
         }
         let (by_columns, started) = (self.by_columns, self.started);
         let r = self.loader.finish().await?;

@@ -8,7 +8,7 @@ use std::time::Instant;
 use arrow::datatypes::{DataType, Schema};
 use object_store::ObjectStore;
 use ravel_layout::ClusteringOrder;
-use ravel_loader::{LoadOptions, Loader, Prepared};
+use ravel_loader::{LoadMode, LoadOptions, Loader, Prepared};
 use ravel_log::ChainOrigin;
 use ravel_manifest::ObjectEntry;
 use ravel_store::{Store, TablePaths};
@@ -314,13 +314,13 @@ impl<'a> Writer<'a> {
         window: &crate::Window,
     ) -> Result<Option<(Prepared, usize)>, CompactError> {
         if chains.len() <= self.geometry.fan_in {
-            let loader = self.loader().await?;
+            let loader = self.loader(LoadMode::presorted()).await?;
             let p = self.range_into(chains, window, loader).await?;
             return Ok(p.map(|p| (p, 1)));
         }
         let mut next = Vec::new();
         for group in chains.chunks(self.geometry.fan_in) {
-            let loader = self.scratch_loader().await?;
+            let loader = self.loader(self.in_scratch(LoadMode::presorted())).await?;
             if let Some(p) = self.range_into(group.to_vec(), window, loader).await? {
                 next.push(intermediate_work(&p));
                 self.intermediates.push(p);
@@ -340,7 +340,6 @@ impl<'a> Writer<'a> {
         window: &crate::Window,
         mut loader: Loader,
     ) -> Result<Option<Prepared>, CompactError> {
-        loader.set_presorted()?;
         match self.fill_range(&mut loader, chains, window).await {
             Ok(()) if loader.rows() == 0 => Ok(None),
             Ok(()) => Ok(Some(self.prepared(loader).await?)),
@@ -379,9 +378,7 @@ impl<'a> Writer<'a> {
     /// the range, then per chain its rows above (written back), each sequence a run of its own.
     #[tracing::instrument(level = "debug", skip_all, fields(chains = step.chains.len()))]
     async fn merge_window(&mut self, step: &Step) -> Result<Merged, CompactError> {
-        let mut loader = self.loader().await?;
-        // Every sequence it is given (a chain's rows, the merge) is in order.
-        loader.set_presorted()?;
+        let mut loader = self.loader(LoadMode::presorted()).await?;
         match self.fill_window(&mut loader, step).await {
             Ok(back) => Ok(Merged {
                 prepared: self.prepared(loader).await?,
@@ -458,7 +455,7 @@ impl<'a> Writer<'a> {
             let end = (i..chains.len())
                 .find(|&j| chains[j].sorted)
                 .unwrap_or(chains.len());
-            let mut loader = self.scratch_loader().await?;
+            let mut loader = self.loader(self.in_scratch(LoadMode::table())).await?;
             // Their rows in rank order, as a load would take them.
             let objects = chains[i..end]
                 .iter()
@@ -496,7 +493,7 @@ impl<'a> Writer<'a> {
                     }
                     return Ok((p, passes - 1));
                 }
-                let loader = self.loader().await?;
+                let loader = self.loader(LoadMode::presorted()).await?;
                 let p = self.merge(chains, loader).await?;
                 return Ok((p, passes));
             }
@@ -506,7 +503,7 @@ impl<'a> Writer<'a> {
                     next.push(group[0].clone());
                     continue;
                 }
-                let loader = self.scratch_loader().await?;
+                let loader = self.loader(self.in_scratch(LoadMode::presorted())).await?;
                 let p = self.merge(group.to_vec(), loader).await?;
                 next.push(intermediate_work(&p));
                 self.intermediates.push(p);
@@ -527,7 +524,6 @@ impl<'a> Writer<'a> {
             .map(|c| ChainReader::new(self.os.clone(), c.objects, self.geometry.slicing()))
             .collect();
         let mut merge = Merge::new(readers, self.order.clone(), BATCH_ROWS);
-        loader.set_presorted()?;
         loop {
             match merge.next_batch().await {
                 Ok(Some(b)) => push(&mut loader, b).await?,
@@ -538,18 +534,16 @@ impl<'a> Writer<'a> {
         self.prepared(loader).await
     }
 
-    /// A loader of objects to publish.
-    async fn loader(&self) -> Result<Loader, CompactError> {
-        let mut loader = Loader::new(self.store, self.table, self.load.clone()).await?;
-        loader.set_purpose(ravel_loader::Writing::Merge);
-        Ok(loader)
+    /// A loader of a merge's objects, made as `mode` says.
+    async fn loader(&self, mode: LoadMode) -> Result<Loader, CompactError> {
+        let mode = mode.for_purpose(ravel_loader::Writing::Merge);
+        let load = self.load.clone();
+        Ok(Loader::with_mode(self.store, self.table, load, mode).await?)
     }
 
-    /// A loader of objects that only this compaction reads back (see [`Scratch`]).
-    async fn scratch_loader(&self) -> Result<Loader, CompactError> {
-        let mut loader = self.loader().await?;
-        loader.set_scratch(Some(self.scratch.operation()))?;
-        Ok(loader)
+    /// `mode` for objects that only this compaction reads back (see [`Scratch`]).
+    fn in_scratch(&self, mode: LoadMode) -> LoadMode {
+        mode.in_scratch(self.scratch.operation())
     }
 
     /// Prepares `loader`'s objects and counts what it wrote.

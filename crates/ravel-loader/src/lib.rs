@@ -12,6 +12,7 @@ mod foreign;
 mod gather;
 pub mod kernels;
 mod loader;
+mod mode;
 mod object;
 mod options;
 mod sidecar;
@@ -25,8 +26,12 @@ pub use commit::{Committed, Committer, Published, Replacement, commit_settings};
 pub use encode::{
     EncodeSettings, EncodedRun, RunEncoder, SortedRun, stats_columns, table_configuration,
 };
-pub use error::{ArrowStage, InputStep, LoadError, Writing};
+pub use error::{
+    ArrowStage, BadColumn, BadLine, ColumnProblem, InputProblem, InputStep, LoadError, NotStored,
+    Writing,
+};
 pub use loader::{LoadReport, Loader, Prepared, StageTimes};
+pub use mode::{LoadMode, Rows};
 pub use object::{EncodedObject, Run};
 pub use options::{InvalidOptions, LoadOptions, SORT_SCRATCH_PER_ROW, ZSTD_LEVELS};
 pub use ravel_log::{Consumed, InputFile};

@@ -2,6 +2,7 @@
 //! budget ([`Budget`]), the run encoder ([`RunEncoder`]), the uploader ([`Uploader`]), the
 //! Bloom sidecar ([`BloomSidecar`]) and the committer ([`Committer`]).
 
+use crate::ColumnProblem;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -10,7 +11,6 @@ use arrow::datatypes::SchemaRef;
 use object_store::ObjectStore;
 use ravel_layout::{Layout, LayoutStore};
 use ravel_store::{Store, TablePaths};
-use serde::Serialize;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::sync::mpsc::Sender;
 use tokio::task::JoinHandle;
@@ -19,101 +19,20 @@ use tracing::Instrument;
 use crate::budget::{Budget, units};
 use crate::commit::{Committed, Committer};
 use crate::encode::{EncodeSettings, EncodedRun, RunEncoder};
+use crate::mode::{LoadMode, Rows};
 use crate::object::{EncodedObject, Run};
 use crate::sidecar::BloomSidecar;
 use crate::upload::{UploadedRun, Uploader};
-use crate::{ArrowStage, LoadError, LoadOptions, Writing};
+use crate::{ArrowStage, LoadError, LoadOptions};
 use ravel_manifest::{DifferenceKind, MANIFEST_FORMAT, Manifest, ObjectEntry};
 
-/// Seconds spent per stage, and the bytes a stage kept in local files.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct StageTimes {
-    /// Waiting for input (measured by the caller's source; see [`Loader::add_read_time`]).
-    pub read_s: f64,
-    /// Computing the clustering order of the buffered rows (normalized keys, parallel sort).
-    pub sort_s: f64,
-    /// Taking every column of the buffered rows in that order (the sorted run's copy).
-    pub gather_s: f64,
-    /// Includes `blooms_s`.
-    pub encode_s: f64,
-    /// Collecting each object's Bloom filters for the sidecar (part of `encode_s`).
-    pub blooms_s: f64,
-    pub upload_s: f64,
-    pub commit_s: f64,
-    /// Bytes written to local files and read back (never to the store): a load by columns'
-    /// encoded pages.
-    pub local_spill_bytes: u64,
-}
+mod conform;
+mod finish;
+mod report;
 
-impl StageTimes {
-    /// Adds `other`'s times to these (several loads of one job).
-    pub fn add(&mut self, other: &StageTimes) {
-        self.read_s += other.read_s;
-        self.sort_s += other.sort_s;
-        self.gather_s += other.gather_s;
-        self.encode_s += other.encode_s;
-        self.blooms_s += other.blooms_s;
-        self.upload_s += other.upload_s;
-        self.commit_s += other.commit_s;
-        self.local_spill_bytes += other.local_spill_bytes;
-    }
-
-    /// Adds what encoding a run took.
-    fn add_run(&mut self, run: &EncodedRun) {
-        self.read_s += run.read_s;
-        self.local_spill_bytes += run.local_spill_bytes;
-        self.sort_s += run.sort_s;
-        self.gather_s += run.gather_s;
-        self.encode_s += run.encode_s;
-        self.blooms_s += run.blooms_s;
-    }
-}
-
-/// What a load did.
-#[derive(Debug, Clone, Serialize)]
-pub struct LoadReport {
-    pub table: String,
-    pub load_id: String,
-    /// The load found its inputs, or an identical load's objects, published already (a rerun)
-    /// and published nothing; `load_id` and `version` name the load and version that did.
-    pub already_published: bool,
-    /// The version that published the load's rows (`None` when it was only prepared).
-    pub version: Option<u64>,
-    pub layout: Layout,
-    pub options: LoadOptions,
-    pub flush_trigger_bytes: u64,
-    pub rows: u64,
-    pub runs: u64,
-    pub stored_bytes: u64,
-    pub objects: Vec<ObjectEntry>,
-    pub stages: StageTimes,
-    pub peak_budget_bytes: u64,
-    pub wall_s: f64,
-    /// Why Delta Lake readers get no view of the table: the columns with no Delta type (see
-    /// [`ravel_log::no_delta_view`]). The load is published all the same.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub no_delta_view: Option<String>,
-}
-
-/// A load's stored objects and manifest, not committed (see [`Loader::prepare`]).
-pub struct Prepared {
-    pub manifest: Manifest,
-    pub report: LoadReport,
-    /// What the load consumes (see [`Loader::consume`]): the version that publishes its rows
-    /// records it.
-    pub consumed: ravel_log::Consumed,
-    lease: Option<ravel_store::HeldLease>,
-}
-
-impl Prepared {
-    /// Gives up the lease that kept `gc` off the objects: after their commit, or when the
-    /// caller abandons them (then they are orphans `gc` collects).
-    pub async fn release(mut self) {
-        if let Some(lease) = self.lease.take() {
-            lease.release().await;
-        }
-    }
-}
+use conform::conform;
+pub(crate) use conform::{check_same, conform_column};
+pub use report::{LoadReport, Prepared, StageTimes};
 
 /// Loads batches into one table of one store.
 pub struct Loader {
@@ -151,12 +70,8 @@ pub struct Loader {
     /// Set by a failed push: such a load can only fail, never publish (see
     /// [`Loader::check_live`]).
     poisoned: bool,
-    /// How runs are made, and what the objects are for.
-    mode: Mode,
-    /// What the objects are for, when the caller says (see [`Loader::set_purpose`]).
-    purpose: Option<Writing>,
-    /// Sort keys no object reaches across (see [`Loader::set_cuts`]).
-    cuts: Vec<serde_json::Value>,
+    /// What the loader makes (see [`LoadMode`]).
+    mode: LoadMode,
     started: Instant,
     /// The lease that keeps `gc` off this load's objects, taken before the first upload and
     /// released after the commit (see `ravel_store::lease`).
@@ -165,18 +80,6 @@ pub struct Loader {
     position: InputPosition,
     /// The load's span (table; the version once committed): the parent of its runs' spans.
     span: tracing::Span,
-}
-
-/// How a loader makes its runs, and what its objects are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    /// Rows in any order, each run sorted: the table's objects.
-    Runs,
-    /// Rows in any order, each run sorted: spill that a merge reads back (see
-    /// [`EncodeSettings::spill`]).
-    Spill,
-    /// Rows in clustering order (a merge's output): runs are encoded as they are.
-    Presorted,
 }
 
 /// The input the last batch came from and how many of its rows were pushed before: errors
@@ -201,9 +104,27 @@ struct Buffered {
 }
 
 impl Loader {
-    /// A loader for `table`; reads the table's layout (which the load never changes). Options
-    /// a load cannot run with are refused ([`LoadOptions::validate`]).
+    /// A loader of `table`'s objects from rows in any order ([`LoadMode::table`]); see
+    /// [`Loader::with_mode`].
     pub async fn new(store: &Store, table: &str, opts: LoadOptions) -> Result<Loader, LoadError> {
+        Loader::with_mode(store, table, opts, LoadMode::default()).await
+    }
+
+    /// A loader for `table` that makes what `mode` says; reads the table's layout (which the
+    /// load never changes). Options a load cannot run with are refused
+    /// ([`LoadOptions::validate`]).
+    pub async fn with_mode(
+        store: &Store,
+        table: &str,
+        opts: LoadOptions,
+        mode: LoadMode,
+    ) -> Result<Loader, LoadError> {
+        let mut loader = Loader::open(store, table, opts).await?;
+        loader.set_mode(mode)?;
+        Ok(loader)
+    }
+
+    async fn open(store: &Store, table: &str, opts: LoadOptions) -> Result<Loader, LoadError> {
         opts.validate()?;
         let layout_store = LayoutStore::new(store, table)?;
         // Probed once per store (and recorded) before anything is stored: whether creates
@@ -256,9 +177,7 @@ impl Loader {
             calibration: None,
             reused: 0,
             poisoned: false,
-            mode: Mode::Runs,
-            cuts: Vec::new(),
-            purpose: None,
+            mode: LoadMode::default(),
             started: Instant::now(),
             lease: None,
             position: InputPosition::default(),
@@ -334,8 +253,8 @@ impl Loader {
                 layout: self.layout.clone(),
                 zstd_level: self.opts.zstd_level,
                 object_bytes: self.opts.object_bytes,
-                spill: self.mode == Mode::Spill,
-                cuts: self.cuts.clone(),
+                spill: self.mode.rows() == Rows::Spill,
+                cuts: self.mode.cuts().to_vec(),
             },
             schema,
         )?;
@@ -442,79 +361,17 @@ impl Loader {
         self.poison_on(result)
     }
 
-    /// Declares that the rows pushed from now on arrive in the table's clustering order, each
-    /// batch continuing the one before (a merge's output): runs are encoded without sorting
-    /// them again. Rows out of order would make objects whose key ranges are wrong; `verify
-    /// --deep` finds them. Not for a load of spill, whose runs are sorted.
-    pub fn set_presorted(&mut self) -> Result<(), LoadError> {
-        if self.mode == Mode::Spill {
-            return Err(LoadError::InternalState {
-                task: "declaring the rows presorted",
-                problem: "the objects are spill, whose runs are sorted",
-            });
-        }
-        self.mode = Mode::Presorted;
-        Ok(())
-    }
-
-    /// Makes this load's objects spill that a merge reads back, not the table's (see
-    /// [`EncodeSettings::spill`]), or, with `false`, the table's again. Only before the first
-    /// run is flushed (a sorted load whose rows fit one run publishes that run as it is); a
-    /// load of spill is prepared ([`Loader::prepare`]), never committed. Not for presorted
-    /// rows ([`Loader::set_presorted`]).
-    pub fn set_spill(&mut self, spill: bool) -> Result<(), LoadError> {
-        if self.runs > 0 {
-            return Err(LoadError::InternalState {
-                task: "choosing the objects' encoding",
-                problem: "runs are stored already",
-            });
-        }
-        self.mode = match (self.mode, spill) {
-            (Mode::Presorted, false) => Mode::Presorted,
-            (Mode::Presorted, true) => {
-                return Err(LoadError::InternalState {
-                    task: "choosing the objects' encoding",
-                    problem: "presorted rows are not spill",
-                });
-            }
-            (_, true) => Mode::Spill,
-            (_, false) => Mode::Runs,
-        };
-        if let Some(schema) = self.schema.clone() {
-            self.set_encoder(schema)?;
-        }
-        Ok(())
-    }
-
-    /// Cuts every object at each of `cuts` (sort keys, as `ravel_manifest::key_value` encodes
-    /// them) as well as by size, so that no object holds rows on both sides of one: the spill
-    /// of a distributed load, whose merge steps each read only the objects of their key range.
-    pub fn set_cuts(&mut self, cuts: Vec<serde_json::Value>) -> Result<(), LoadError> {
-        if self.runs > 0 {
-            return Err(LoadError::InternalState {
-                task: "choosing where objects are cut",
-                problem: "runs are stored already",
-            });
-        }
-        self.cuts = cuts;
-        if let Some(schema) = self.schema.clone() {
-            self.set_encoder(schema)?;
-        }
-        Ok(())
-    }
-
-    /// Stores this loader's objects under the scratch prefix of `operation` (see
-    /// [`TablePaths::scratch_dir`]) rather than with the table's: objects a merge reads back and
-    /// never publishes, which no other operation can then name, read or delete. `None` stores
-    /// them with the table's again. Only before the first object is stored.
-    pub fn set_scratch(&mut self, operation: Option<&str>) -> Result<(), LoadError> {
+    /// Changes what the loader makes (see [`LoadMode`]), before its first run is stored: a
+    /// sorted load whose rows fit one run publishes that run as the table's objects, not as
+    /// spill.
+    pub fn set_mode(&mut self, mode: LoadMode) -> Result<(), LoadError> {
         if self.runs > 0 || !self.objects.is_empty() {
             return Err(LoadError::InternalState {
-                task: "choosing where the objects go",
-                problem: "objects are stored already",
+                task: "choosing what the loader makes",
+                problem: "runs are stored already",
             });
         }
-        match operation {
+        match mode.scratch() {
             Some(operation) => {
                 let dir = self.table.scratch_dir(operation);
                 self.uploader.set_dirs(dir.clone(), dir);
@@ -523,7 +380,16 @@ impl Loader {
                 .uploader
                 .set_dirs(self.table.data_dir(), self.table.blooms_dir()),
         }
+        self.mode = mode;
+        if let Some(schema) = self.schema.clone() {
+            self.set_encoder(schema)?;
+        }
         Ok(())
+    }
+
+    /// What the loader makes.
+    pub fn mode(&self) -> &LoadMode {
+        &self.mode
     }
 
     /// The options it loads with.
@@ -728,7 +594,7 @@ impl Loader {
             .clone()
             .expect("a buffered batch set the schema");
         let calibration = self.calibration;
-        let presorted = self.mode == Mode::Presorted;
+        let presorted = self.mode.rows() == Rows::Presorted;
         // The caller's span (the run's) goes with the work to the blocking thread.
         let span = tracing::Span::current();
         tokio::task::spawn_blocking(move || {
@@ -785,380 +651,6 @@ impl Loader {
         self.stages.add_run(&run);
         Ok(())
     }
-
-    /// Flushes what is buffered, waits for every upload, checks that every object is stored,
-    /// writes the manifest and returns the report. On failure nothing is published and the
-    /// error lists the objects left behind. The load's lease is released either way.
-    pub async fn finish(mut self) -> Result<LoadReport, LoadError> {
-        if let Err(e) = self.check_live() {
-            return Err(self.abandon(e).await);
-        }
-        let span = self.span.clone();
-        let result = self.finish_inner().instrument(span).await;
-        self.release_lease().await;
-        match result {
-            Ok(report) => Ok(report),
-            Err(e) if self.objects.is_empty() => Err(e),
-            Err(e) => Err(LoadError::Failed {
-                writing: self.writing(),
-                left_behind: self.objects.iter().map(|o| o.key.clone()).collect(),
-                source: Box::new(e),
-            }),
-        }
-    }
-
-    /// Gives the load up after `error`: nothing is published, and the error lists the objects
-    /// already stored (unreferenced; `gc` collects them). The lease is deleted before it
-    /// returns, so that `gc` may collect them at once.
-    pub async fn abandon(mut self, error: LoadError) -> LoadError {
-        self.release_lease().await;
-        if self.objects.is_empty() {
-            error
-        } else {
-            LoadError::Failed {
-                writing: self.writing(),
-                left_behind: self.objects.iter().map(|o| o.key.clone()).collect(),
-                source: Box::new(error),
-            }
-        }
-    }
-
-    /// Names what this loader's objects are for in its errors (see [`Writing`]); otherwise
-    /// that follows from its mode.
-    pub fn set_purpose(&mut self, purpose: Writing) {
-        self.purpose = Some(purpose);
-    }
-
-    /// What this loader's objects are for.
-    fn writing(&self) -> Writing {
-        if let Some(p) = self.purpose {
-            return p;
-        }
-        match self.mode {
-            Mode::Spill => Writing::Spill,
-            Mode::Presorted => Writing::Merge,
-            Mode::Runs => Writing::Load,
-        }
-    }
-
-    /// Takes the table's lease for this load unless it holds it: before the first upload, so
-    /// that `gc` leaves every object of the load alone until the commit.
-    async fn take_lease(&mut self) -> Result<(), LoadError> {
-        if self.lease.is_none() {
-            self.lease =
-                Some(ravel_store::HeldLease::acquire(self.store.clone(), &self.table).await?);
-        }
-        Ok(())
-    }
-
-    async fn release_lease(&mut self) {
-        if let Some(lease) = self.lease.take() {
-            lease.release().await;
-        }
-    }
-
-    /// Flushes what is buffered, waits for every upload, stores the Bloom sidecar and returns
-    /// the manifest without committing it: a caller that publishes the objects otherwise (a
-    /// compaction, which replaces others with them) does so with [`Committer::replace`]. The load keeps its lease, so
-    /// that `gc` leaves its objects alone, until [`Prepared::release`].
-    pub async fn prepare(mut self) -> Result<Prepared, LoadError> {
-        if let Err(e) = self.check_live() {
-            return Err(self.abandon(e).await);
-        }
-        let span = self.span.clone();
-        match self.prepare_inner().instrument(span).await {
-            Ok(manifest) => Ok(Prepared {
-                report: self.report(manifest.load_id.clone(), false),
-                consumed: self.consumed.clone(),
-                manifest,
-                lease: self.lease.take(),
-            }),
-            Err(e) => Err(self.abandon(e).await),
-        }
-    }
-
-    async fn prepare_inner(&mut self) -> Result<Manifest, LoadError> {
-        if self.rows == 0 {
-            return Err(LoadError::EmptyInput);
-        }
-        self.flush().await?;
-        let t = Instant::now();
-        let mut manifest = self.manifest().await?;
-        // Content-addressed like the objects: a rerun stores the same sidecar again.
-        manifest.blooms = self
-            .sidecar
-            .store(&self.uploader, self.layout.bloom.fpp)
-            .await?;
-        self.stages.commit_s += t.elapsed().as_secs_f64();
-        Ok(manifest)
-    }
-
-    async fn finish_inner(&mut self) -> Result<LoadReport, LoadError> {
-        let manifest = self.prepare_inner().await?;
-        let t = Instant::now();
-        let committed = self
-            .committer
-            .commit(
-                &manifest,
-                0,
-                crate::table_configuration(&self.layout, &manifest.schema),
-                self.consumed.clone(),
-            )
-            .await?;
-        self.stages.commit_s += t.elapsed().as_secs_f64();
-        match committed {
-            Committed::AlreadyLive(p) => {
-                tracing::info!(load_id = %p.load_id, version = p.version, "an identical load is published already; nothing to publish");
-                Ok(self.published_already(p))
-            }
-            Committed::Version(version) => {
-                self.span.record("version", version);
-                tracing::info!(
-                    version,
-                    objects = self.objects.len(),
-                    reused = self.reused,
-                    rows = self.rows,
-                    "load committed"
-                );
-                Ok(LoadReport {
-                    version: Some(version),
-                    ..self.report(manifest.load_id, false)
-                })
-            }
-        }
-    }
-
-    /// The manifest of this load, without its Bloom sidecar; records the table's schema first
-    /// if the table has none.
-    async fn manifest(&mut self) -> Result<Manifest, LoadError> {
-        let committed_at_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        let mut h = blake3::Hasher::new();
-        for o in &self.objects {
-            h.update(o.key.as_bytes());
-        }
-        h.update(&committed_at_ms.to_le_bytes());
-        h.update(&std::process::id().to_le_bytes());
-        let load_id = format!("{committed_at_ms:013}-{}", &h.finalize().to_hex()[..16]);
-        let schema = match &self.schema {
-            Some(s) => s.as_ref().clone(),
-            None => self
-                .recorded_schema
-                .clone()
-                .unwrap_or_else(arrow::datatypes::Schema::empty),
-        };
-        if self.schema.is_some() && !self.schema_recorded {
-            self.layout_store.record_schema(&schema).await?;
-        }
-        Ok(Manifest {
-            format: MANIFEST_FORMAT,
-            load_id,
-            committed_at_ms,
-            layout_generation: self.layout.generation,
-            sort_key: self.layout.sort_key_names(),
-            schema,
-            objects: self.objects.clone(),
-            blooms: None,
-        })
-    }
-
-    /// Records what this load consumes: the version that publishes its rows records it, and
-    /// no later load of the same inputs publishes them again. Reads the newest version first:
-    /// `Some` when it consumed every input already (the caller publishes nothing: see
-    /// [`Loader::published_already`]), an error when it consumed only some
-    /// ([`ravel_log::LogError::PartlyConsumed`]). Before the first row is pushed.
-    pub async fn consume(
-        &mut self,
-        consumed: ravel_log::Consumed,
-    ) -> Result<Option<ravel_log::Published>, LoadError> {
-        let log = self.committer.log();
-        let newest = log.latest().await?;
-        self.consumed = consumed;
-        match newest.inputs_stand(&self.consumed) {
-            ravel_log::InputsStand::New => Ok(None),
-            ravel_log::InputsStand::Published { version } => {
-                Ok(Some(log.publication(version).await))
-            }
-            ravel_log::InputsStand::Partly {
-                input,
-                version,
-                new,
-            } => Err(ravel_log::LogError::PartlyConsumed {
-                input,
-                version,
-                new,
-            }
-            .into()),
-        }
-    }
-
-    /// The report of a load whose rows `p` published already: nothing was published now.
-    pub fn published_already(&self, p: ravel_log::Published) -> LoadReport {
-        LoadReport {
-            version: Some(p.version),
-            ..self.report(p.load_id, true)
-        }
-    }
-
-    fn report(&self, load_id: String, already_published: bool) -> LoadReport {
-        LoadReport {
-            table: self.table.name().to_string(),
-            load_id,
-            already_published,
-            version: None,
-            layout: self.layout.clone(),
-            options: self.opts.clone(),
-            flush_trigger_bytes: self.opts.flush_trigger(),
-            rows: self.rows,
-            runs: self.runs,
-            stored_bytes: self.objects.iter().map(|o| o.bytes).sum(),
-            objects: self.objects.clone(),
-            stages: self.stages.clone(),
-            peak_budget_bytes: self.budget.peak(),
-            wall_s: self.started.elapsed().as_secs_f64(),
-            no_delta_view: self
-                .schema
-                .as_ref()
-                .and_then(|s| ravel_log::no_delta_view(&ravel_log::delta_schema(s))),
-        }
-    }
-}
-
-/// Checks that `batch` agrees with the table's schema (see
-/// [`ravel_manifest::schema_difference`]); the error names `input` and the first column that
-/// differs, or, when only the order differs, the input's first column.
-pub(crate) fn check_same(
-    table: &SchemaRef,
-    batch: &SchemaRef,
-    input: &str,
-) -> Result<(), LoadError> {
-    let Some(difference) = ravel_manifest::schema_difference(table, batch) else {
-        return Ok(());
-    };
-    let (column, problem) = match difference.kind {
-        DifferenceKind::Order => (
-            batch.field(0).name().clone(),
-            "columns are in another order than the table's".into(),
-        ),
-        _ => (difference.column, difference.problem),
-    };
-    Err(LoadError::Schema {
-        input: input.into(),
-        column,
-        problem,
-    })
-}
-
-/// `batch` with the table's `schema`: a column the table says is NOT NULL must hold no null
-/// (the error names the column and the row, 1-based in the input, `first_row` being the
-/// batch's first row's 0-based number there); a column whose type differs from the table's
-/// only in nested fields' nullability, metadata or list child names takes the table's type.
-/// Written objects and the manifest then carry exactly the table's schema.
-fn conform(
-    schema: &SchemaRef,
-    batch: RecordBatch,
-    input: &str,
-    first_row: u64,
-) -> Result<RecordBatch, LoadError> {
-    if batch.schema_ref() == schema {
-        return Ok(batch);
-    }
-    let rows = batch.num_rows();
-    let columns = schema
-        .fields()
-        .iter()
-        .zip(batch.columns())
-        .map(|(field, column)| conform_column(field, column, input, first_row))
-        .collect::<Result<Vec<_>, _>>()?;
-    let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(rows));
-    RecordBatch::try_new_with_options(schema.clone(), columns, &options)
-        .map_err(LoadError::arrow(ArrowStage::ReadingInput))
-}
-
-/// One column of a batch with its field in the table's schema (see [`conform`]); `first_row`
-/// is the batch's first row's 0-based number in `input`.
-pub(crate) fn conform_column(
-    field: &arrow::datatypes::Field,
-    column: &arrow::array::ArrayRef,
-    input: &str,
-    first_row: u64,
-) -> Result<arrow::array::ArrayRef, LoadError> {
-    let bad = |problem: String| LoadError::Schema {
-        input: input.into(),
-        column: field.name().clone(),
-        problem,
-    };
-    if !field.is_nullable()
-        && let Some(row) = first_null(column.as_ref())
-    {
-        return Err(bad(format!(
-            "is null in row {} of the input, but the table's column is NOT NULL",
-            first_row + row as u64 + 1
-        )));
-    }
-    if column.data_type() == field.data_type() {
-        return Ok(column.clone());
-    }
-    let data =
-        retype(column.to_data(), field.data_type()).map_err(|source| LoadError::NestedNull {
-            input: input.into(),
-            column: field.name().clone(),
-            data_type: field.data_type().clone(),
-            source,
-        })?;
-    Ok(arrow::array::make_array(data))
-}
-
-/// The index of an array's first null, if it holds one.
-fn first_null(array: &dyn arrow::array::Array) -> Option<usize> {
-    let nulls = array.nulls().filter(|n| n.null_count() > 0)?;
-    (0..nulls.len()).find(|&i| nulls.is_null(i))
-}
-
-/// `data` with the type `to`, which agrees with its own (see [`ravel_manifest::types_agree`]):
-/// nested children take `to`'s child types, recursively. Validation refuses a null in a child
-/// that `to` says is NOT NULL.
-fn retype(
-    data: arrow::array::ArrayData,
-    to: &arrow::datatypes::DataType,
-) -> Result<arrow::array::ArrayData, arrow::error::ArrowError> {
-    if data.data_type() == to {
-        return Ok(data);
-    }
-    let targets = child_types(to);
-    let children = if targets.len() == data.child_data().len() {
-        data.child_data()
-            .iter()
-            .zip(&targets)
-            .map(|(child, t)| retype(child.clone(), t))
-            .collect::<Result<Vec<_>, _>>()?
-    } else {
-        data.child_data().to_vec()
-    };
-    data.into_builder()
-        .data_type(to.clone())
-        .child_data(children)
-        .build()
-}
-
-/// The types of a nested type's child arrays, in their order (none for a flat type).
-fn child_types(t: &arrow::datatypes::DataType) -> Vec<arrow::datatypes::DataType> {
-    use arrow::datatypes::DataType::*;
-    match t {
-        List(f)
-        | LargeList(f)
-        | ListView(f)
-        | LargeListView(f)
-        | FixedSizeList(f, _)
-        | Map(f, _) => {
-            vec![f.data_type().clone()]
-        }
-        Struct(fs) => fs.iter().map(|f| f.data_type().clone()).collect(),
-        RunEndEncoded(r, v) => vec![r.data_type().clone(), v.data_type().clone()],
-        Dictionary(_, v) => vec![v.as_ref().clone()],
-        _ => Vec::new(),
-    }
 }
 
 /// A run whose encoder is at work: its objects arrive on `rx`, the encoder's result from
@@ -1175,6 +667,7 @@ struct RunInFlight {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Writing;
 
     #[tokio::test]
     async fn a_loader_with_unusable_options_is_refused_as_bad_input_before_any_write() {
@@ -1247,18 +740,17 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_poisoned_load_goes_no_further_and_a_spill_load_is_not_presorted() {
+    async fn a_poisoned_load_goes_no_further_and_a_mode_names_what_it_writes() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path().to_str().unwrap()).unwrap();
         let opts = crate::options::tests::good();
-        let mut loader = Loader::new(&store, "hits", opts).await.unwrap();
-        loader.set_spill(true).unwrap();
-        assert!(loader.set_presorted().is_err());
-        assert_eq!(loader.writing(), Writing::Spill);
-        loader.set_spill(false).unwrap();
-        loader.set_presorted().unwrap();
-        assert!(loader.set_spill(true).is_err());
-        assert_eq!(loader.writing(), Writing::Merge);
+        let mut loader = Loader::with_mode(&store, "hits", opts, LoadMode::spill())
+            .await
+            .unwrap();
+        assert_eq!(loader.mode().writing(), Writing::Spill);
+        loader.set_mode(LoadMode::presorted()).unwrap();
+        assert_eq!(loader.mode().writing(), Writing::Merge);
+        assert_eq!(loader.mode().rows(), Rows::Presorted);
         loader.poison();
         assert!(matches!(loader.tick().await, Err(LoadError::Poisoned)));
         assert!(matches!(loader.end_run().await, Err(LoadError::Poisoned)));

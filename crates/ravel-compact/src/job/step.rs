@@ -7,7 +7,7 @@ use std::time::Instant;
 use arrow::datatypes::Schema;
 use object_store::{ObjectStoreExt, PutPayload};
 use ravel_layout::{ClusteringOrder, LayoutStore};
-use ravel_loader::{InputFormat, Loader, Prepared, TsvOptions};
+use ravel_loader::{InputFormat, LoadMode, Loader, Prepared, TsvOptions};
 use ravel_store::{Store, TablePaths};
 
 use super::{
@@ -75,10 +75,11 @@ async fn split(
 ) -> Result<StepResult, CompactError> {
     let mut result = empty_result(job, step, StepKind::Split);
     let paths: Vec<PathBuf> = files.iter().map(PathBuf::from).collect();
-    let mut loader = Loader::new(store, &job.table, job.geometry.load_options()).await?;
-    loader.set_spill(true)?;
-    loader.set_cuts(job.range_starts())?;
-    loader.set_scratch(Some(&split_operation(&job.id, share, &result.attempt)))?;
+    let mode = LoadMode::spill()
+        .cut_at(job.range_starts())
+        .in_scratch(split_operation(&job.id, share, &result.attempt));
+    let opts = job.geometry.load_options();
+    let mut loader = Loader::with_mode(store, &job.table, opts, mode).await?;
     let fed = ravel_loader::feed_files(
         &mut loader,
         &paths,
