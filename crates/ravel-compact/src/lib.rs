@@ -29,7 +29,13 @@
 //! **Commit.** A compaction commits only if every input is still in the table: a concurrent
 //! compaction that removed one wins, and this one fails with `ravel_log::LogError::TableChanged`:
 //! the step that conflicted publishes nothing (steps committed before it stand). Loads committed
-//! meanwhile stay untouched.
+//! meanwhile stay untouched. Every version this crate makes (a step, an adoption, a sorted
+//! load, a job) is published through one place, `publish.rs`.
+//!
+//! **The sorted load lives here.** [`SortedLoad`] is a load whose rows exceed one run: it
+//! spills sorted runs through the loader and merges them with this crate's merge. The loader
+//! makes runs and objects and knows nothing of merges, so the load that needs one sits beside
+//! the merge rather than in `ravel-loader`.
 
 mod adopt;
 pub mod job;
@@ -59,8 +65,9 @@ use ravel_log::LogError;
 use ravel_store::StoreError;
 use serde::Serialize;
 
-/// How a compaction runs.
-#[derive(Debug, Clone, Serialize)]
+/// How a compaction runs. The default merges every overlapping set in one step, with the
+/// loader's default geometry ([`LoadOptions::default`]) and a fan-in from its budget.
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct CompactOptions {
     /// The loader's geometry and budget for the objects written; the budget also bounds the
     /// merge (see the crate docs).

@@ -70,26 +70,11 @@ pub enum FormatArg {
 }
 
 fn input_format(args: &LoadArgs, inputs: &[PathBuf]) -> Result<InputFormat> {
-    if let Some(f) = args.format {
-        return Ok(match f {
-            FormatArg::Parquet => InputFormat::Parquet,
-            FormatArg::Tsv => InputFormat::Tsv,
-        });
-    }
-    let mut found = None;
-    for p in inputs {
-        let f = InputFormat::from_path(p).ok_or_else(|| {
-            BadInput(format!(
-                "{}: cannot tell the format from the extension; name it with --format parquet|tsv",
-                p.display()
-            ))
-        })?;
-        if found.is_some_and(|g| g != f) {
-            return Err(BadInput("inputs mix Parquet and TSV; load them separately".into()).into());
-        }
-        found = Some(f);
-    }
-    Ok(found.expect("at least one input"))
+    Ok(match args.format {
+        Some(FormatArg::Parquet) => InputFormat::Parquet,
+        Some(FormatArg::Tsv) => InputFormat::Tsv,
+        None => ravel_loader::input_format(inputs)?.expect("at least one input"),
+    })
 }
 
 pub fn options(args: &LoadArgs, tier: &Tier) -> Result<LoadOptions> {
@@ -106,14 +91,16 @@ pub fn run(args: LoadArgs) -> Result<()> {
     let tier = Tier::detect()?;
     let opts = options(&args, &tier)?;
     let inputs = ravel_loader::expand_inputs(&args.input)?;
-    let input_files = distinct_inputs(&inputs)?;
+    let input_files = ravel_loader::distinct_inputs(&inputs)?;
     let format = input_format(&args, &inputs)?;
-    let rejects = Rejects::asked(&args, format, &input_files)?;
-    let tsv = crate::flags::hits_tsv(ravel_loader::BadRows {
+    let bad = ravel_loader::BadRows {
         max: args.max_bad_rows,
-        rejects: rejects.path.clone(),
+        rejects: rejects_path(&args),
         overwrite: args.overwrite_rejects,
-    });
+    };
+    ravel_loader::check_bad_rows(&bad, format, &input_files)?;
+    let rejects = Rejects::asked(&bad);
+    let tsv = crate::flags::hits_tsv(bad);
     eprintln!(
         "geometry: {} tier; objects ~{} bytes, pipeline depth {}, load budget {} bytes, run trigger {} bytes, max flush delay {} s",
         tier.name,
@@ -241,32 +228,11 @@ struct Rejects {
 }
 
 impl Rejects {
-    /// The rejects file the flags ask for, checked (see [`check_rejects`]).
-    fn asked(args: &LoadArgs, format: InputFormat, inputs: &[PathBuf]) -> Result<Rejects> {
-        if args.max_bad_rows > 0 && format != InputFormat::Tsv {
-            return Err(BadInput("--max-bad-rows applies to TSV input only".into()).into());
-        }
-        if args.max_bad_rows == 0 && (args.rejects.is_some() || args.overwrite_rejects) {
-            return Err(BadInput(
-                "--rejects and --overwrite-rejects need --max-bad-rows (lines to leave out)".into(),
-            )
-            .into());
-        }
-        let path = (args.max_bad_rows > 0).then(|| {
-            args.rejects.clone().unwrap_or_else(|| {
-                let mut p = args.input[0].clone().into_os_string();
-                p.push(".rejects");
-                p.into()
-            })
-        });
-        let before = match &path {
-            Some(p) => {
-                check_rejects(p, inputs, args.overwrite_rejects)?;
-                modified(p)
-            }
-            None => None,
-        };
-        Ok(Rejects { path, before })
+    /// The rejects file `bad` names, with its modification time now.
+    fn asked(bad: &ravel_loader::BadRows) -> Rejects {
+        let path = bad.rejects.clone();
+        let before = path.as_deref().and_then(modified);
+        Rejects { path, before }
     }
 
     /// Says how many lines the load left out, when it wrote the file.
@@ -380,67 +346,17 @@ fn print_sorted(r: &ravel_compact::SortedLoadReport) {
     );
 }
 
-/// The canonical paths of the input files (as given where a file cannot be resolved: the
-/// load names it then). A file named twice, by the same or another path, would be loaded
-/// twice: refused, naming it.
-fn distinct_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
-    let mut seen: Vec<(PathBuf, &PathBuf)> = Vec::with_capacity(inputs.len());
-    for given in inputs {
-        let canonical = std::fs::canonicalize(given).unwrap_or_else(|_| given.clone());
-        if let Some((_, first)) = seen.iter().find(|(c, _)| *c == canonical) {
-            return Err(BadInput(format!(
-                "input {} is named twice (also as {}): it would be loaded twice",
-                given.display(),
-                first.display()
-            ))
-            .into());
-        }
-        seen.push((canonical, given));
+/// The rejects file the flags name: `--rejects`, or the first input's path with `.rejects`
+/// appended, when lines may be left out.
+fn rejects_path(args: &LoadArgs) -> Option<PathBuf> {
+    if args.max_bad_rows == 0 {
+        return args.rejects.clone();
     }
-    Ok(seen.into_iter().map(|(c, _)| c).collect())
-}
-
-/// Refuses a rejects path (or its `.reasons` companion) that is one of the inputs, is a
-/// directory, or exists without `overwrite`: the load writes no file the user did not ask for.
-fn check_rejects(path: &Path, inputs: &[PathBuf], overwrite: bool) -> Result<()> {
-    let mut reasons = path.as_os_str().to_owned();
-    reasons.push(".reasons");
-    for p in [path, Path::new(&reasons)] {
-        if inputs.contains(&canonical_target(p)) {
-            return Err(BadInput(format!(
-                "rejects file {} is an input of this load; name another with --rejects",
-                p.display()
-            ))
-            .into());
-        }
-        if p.is_dir() {
-            return Err(BadInput(format!("rejects file {} is a directory", p.display())).into());
-        }
-        if p.exists() && !overwrite {
-            return Err(BadInput(format!(
-                "rejects file {} exists already; move it away, name another with --rejects, or pass --overwrite-rejects",
-                p.display()
-            ))
-            .into());
-        }
-    }
-    Ok(())
-}
-
-/// The canonical path a file would have: itself resolved when it exists, else its resolved
-/// directory joined with its name.
-fn canonical_target(p: &Path) -> PathBuf {
-    if let Ok(c) = std::fs::canonicalize(p) {
-        return c;
-    }
-    let dir = match p.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    match (std::fs::canonicalize(dir), p.file_name()) {
-        (Ok(d), Some(name)) => d.join(name),
-        _ => p.to_path_buf(),
-    }
+    Some(args.rejects.clone().unwrap_or_else(|| {
+        let mut p = args.input[0].clone().into_os_string();
+        p.push(".rejects");
+        p.into()
+    }))
 }
 
 /// A file's modification time, if it exists.

@@ -46,6 +46,10 @@ pub enum LoadError {
         problem: InputProblem,
     },
 
+    /// The inputs break a rule checked before any is read (see [`crate::check_bad_rows`]).
+    #[error(transparent)]
+    Inputs(#[from] crate::InputsRefused),
+
     /// An object another Delta writer added has a column the table lacks.
     #[error(transparent)]
     ForeignColumn(#[from] ravel_log::ExtraColumn),
@@ -407,6 +411,7 @@ impl LoadError {
             | LoadError::Schema { .. }
             | LoadError::NestedNull { .. }
             | LoadError::Input { .. }
+            | LoadError::Inputs(_)
             | LoadError::ForeignColumn(_)
             | LoadError::ForeignPartitioned { .. }
             | LoadError::InputFailed { .. }

@@ -2,6 +2,10 @@
 //! table's clustering order, cut into objects (one Parquet file, one row group each) near a
 //! target size, stored under content-addressed names, and published as one table version: a
 //! manifest of the objects, then the Delta log entry that adds them (see `ravel-log`).
+//!
+//! What a loader makes is one [`LoadMode`], given when it is made ([`Loader::with_mode`]). A
+//! load that spills and merges its runs into one sequence (a sorted load) needs the merge, so
+//! it lives with the merge in `ravel-compact` (`SortedLoad`).
 
 mod budget;
 mod columns;
@@ -10,6 +14,7 @@ mod encode;
 mod error;
 mod foreign;
 mod gather;
+mod inputs;
 pub mod kernels;
 mod loader;
 mod mode;
@@ -30,6 +35,7 @@ pub use error::{
     ArrowStage, BadColumn, BadLine, ColumnProblem, InputProblem, InputStep, LoadError, NotStored,
     Writing,
 };
+pub use inputs::{InputsRefused, check_bad_rows, distinct_inputs, input_format};
 pub use loader::{LoadReport, Loader, Prepared, StageTimes};
 pub use mode::{LoadMode, Rows};
 pub use object::{EncodedObject, Run};
