@@ -70,7 +70,10 @@ async fn scan_of(
     pruner: &Pruner,
     sql: &str,
 ) -> Result<Scan, String> {
-    let plan = q.check(sql).await.map_err(|e| e.to_string())?;
+    let plan = q
+        .check(sql)
+        .await
+        .map_err(|e| ravel_store::ErrorChain::new(&e).to_string())?;
     let plan = q
         .context()
         .state()

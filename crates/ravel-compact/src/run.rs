@@ -11,7 +11,7 @@ use ravel_store::{Store, TablePaths};
 use crate::plan::{InputObject, Plan, plan};
 use crate::publish::Publisher;
 use crate::selection::{Selection, Selector, depth_now, depth_of};
-use crate::steps::{Steps, add_totals};
+use crate::steps::{Ran, Steps, add_totals};
 use crate::writer::{Geometry, Writer};
 use crate::{CompactError, CompactOptions, CompactReport, CompactStages};
 
@@ -166,18 +166,20 @@ async fn run_opened(
     let widest = first.steps.iter().map(|s| s.chains.len()).max();
     let geometry = Geometry::new(opts, &o.schema, widest.unwrap_or(0));
     let selection = selector.next(&first, geometry.fan_in);
-    let shown = selector.shown(&first, &selection);
-    let mut report = planned(table, o.read_version, &shown, geometry, opts.dry_run);
-    report.depth_before = depth_of(&o.live, &o.layout);
-    report.depth_after = report.depth_before;
-    report.policy = selector.policy;
-    report.depth_bound = selector.policy.as_ref().map_or(Some(1), crate::depth_bound);
-    report.reason = selection.reason().to_string();
-    report.stages.plan_s = started.elapsed().as_secs_f64();
+    let facts = PlanFacts {
+        table,
+        read_version: o.read_version,
+        shown: selector.shown(&first, &selection),
+        geometry,
+        dry_run: opts.dry_run,
+        depth_before: depth_of(&o.live, &o.layout),
+        policy: selector.policy,
+        reason: selection.reason().to_string(),
+        plan_s: started.elapsed().as_secs_f64(),
+    };
     if matches!(selection, Selection::Nothing(_)) || opts.dry_run {
-        add_totals(&mut report, o.totals);
-        report.wall_s = started.elapsed().as_secs_f64();
-        return Ok(report);
+        let depth = facts.depth_before;
+        return Ok(assemble(facts, None, o.totals, depth, started));
     }
     // Probed before the first write (and recorded): whether creates need claims.
     store.capabilities().await?;
@@ -196,25 +198,51 @@ async fn run_opened(
             .flat_map(|m| m.objects().map(|(_, o)| o.key.clone()))
             .collect(),
     };
-    steps.run(writer, first).await?.fill(&mut report);
-    add_totals(&mut report, o.totals);
-    report.depth_after = depth_now(&o.log, &o.layout).await?;
-    report.wall_s = started.elapsed().as_secs_f64();
-    Ok(report)
+    let ran = steps.run(writer, first).await?;
+    let depth_after = depth_now(&o.log, &o.layout).await?;
+    Ok(assemble(facts, Some(&ran), o.totals, depth_after, started))
 }
 
-/// The report of `plan` before anything is written.
-fn planned(
-    table: &str,
+/// What the plan says before anything is written: the report's plan half.
+struct PlanFacts<'a> {
+    table: &'a str,
     read_version: u64,
-    plan: &Plan,
+    /// The plan the report shows (see [`Selector::shown`]).
+    shown: Plan,
     geometry: Geometry,
     dry_run: bool,
+    depth_before: usize,
+    policy: Option<ravel_layout::Maintenance>,
+    /// Why the first step was chosen, or why none was.
+    reason: String,
+    plan_s: f64,
+}
+
+/// The report, assembled in one place: the plan's facts, what the steps did (`None`: nothing
+/// ran), the log's totals before the run and the depth the run left.
+fn assemble(
+    facts: PlanFacts<'_>,
+    ran: Option<&Ran>,
+    totals: ravel_log::Totals,
+    depth_after: usize,
+    started: Instant,
 ) -> CompactReport {
-    let inputs: Vec<&InputObject> = plan.input_objects().collect();
+    let mut report = planned(facts);
+    if let Some(ran) = ran {
+        ran.fill(&mut report);
+    }
+    add_totals(&mut report, totals);
+    report.depth_after = depth_after;
+    report.wall_s = started.elapsed().as_secs_f64();
+    report
+}
+
+/// The report of the plan before anything is written.
+fn planned(f: PlanFacts<'_>) -> CompactReport {
+    let inputs: Vec<&InputObject> = f.shown.input_objects().collect();
     CompactReport {
-        table: table.to_string(),
-        read_version: Some(read_version),
+        table: f.table.to_string(),
+        read_version: Some(f.read_version),
         version: None,
         input_objects: inputs.len(),
         input_bytes: inputs.iter().map(|o| o.entry.bytes).sum(),
@@ -222,12 +250,12 @@ fn planned(
         output_objects: 0,
         output_bytes: 0,
         output_rows: 0,
-        untouched_objects: plan.untouched.len(),
+        untouched_objects: f.shown.untouched.len(),
         steps: 0,
-        chains: plan.chains(),
+        chains: f.shown.chains(),
         passes: 0,
-        fan_in: geometry.fan_in,
-        slice_rows: geometry.slice_rows,
+        fan_in: f.geometry.fan_in,
+        slice_rows: f.geometry.slice_rows,
         written_bytes: 0,
         written_over_output: 0.0,
         loaded_since_full_bytes: 0,
@@ -236,15 +264,18 @@ fn planned(
         loaded_bytes_total: 0,
         written_bytes_total: 0,
         intermediate_objects: 0,
-        depth_before: plan.depth_before,
-        depth_after: plan.depth_before,
-        policy: None,
-        depth_bound: Some(1),
-        reason: String::new(),
+        depth_before: f.depth_before,
+        depth_after: f.depth_before,
+        policy: f.policy,
+        depth_bound: f.policy.as_ref().map_or(Some(1), crate::depth_bound),
+        reason: f.reason,
         peak_budget_bytes: 0,
-        stages: CompactStages::default(),
+        stages: CompactStages {
+            plan_s: f.plan_s,
+            ..CompactStages::default()
+        },
         wall_s: 0.0,
-        dry_run,
+        dry_run: f.dry_run,
         foreign_objects: 0,
         adopted: None,
     }

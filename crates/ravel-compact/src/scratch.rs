@@ -30,7 +30,7 @@ impl Scratch {
         }
     }
 
-    /// The operation's name, for [`ravel_loader::Loader::set_scratch`].
+    /// The operation's name, for [`ravel_loader::LoadMode::in_scratch`].
     pub(crate) fn operation(&self) -> &str {
         &self.operation
     }

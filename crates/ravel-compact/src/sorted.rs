@@ -86,6 +86,7 @@ impl<'a> SortedLoad<'a> {
         table: &str,
         opts: &CompactOptions,
     ) -> Result<SortedLoad<'a>, CompactError> {
+        opts.validate()?;
         let paths = ravel_store::TablePaths::new(table)?;
         let scratch = Scratch::new(store.object_store().clone(), paths);
         let mode = LoadMode::spill().in_scratch(scratch.operation());
@@ -125,6 +126,7 @@ impl<'a> SortedLoad<'a> {
         files: &Files<'_>,
         mut progress: impl FnMut(u64, &Loader),
     ) -> Result<(), LoadError> {
+        files.check()?;
         if let Some(p) = self.loader.consume(files.consumed()?).await? {
             self.published = Some(p);
             return Ok(());

@@ -148,13 +148,15 @@ impl LayoutStore {
         }
     }
 
-    /// Records the table's schema once (create-if-absent). Recording the same schema again is a
-    /// no-op that returns `false`; a different one is [`LayoutError::SchemaMismatch`]. The
-    /// stored layout must be valid for the schema, or nothing is written.
+    /// Records the table's schema once (create-if-absent). Recording a schema that agrees with
+    /// the recorded one (by [`ravel_manifest::schema_difference`], the rule load, query and
+    /// verify share) is a no-op that returns `false`; one that differs is
+    /// [`LayoutError::SchemaMismatch`]. The stored layout must be valid for the schema, or
+    /// nothing is written.
     pub async fn record_schema(&self, schema: &Schema) -> Result<bool, LayoutError> {
         let schema = Schema::new(schema.fields().clone());
         if let Some(existing) = self.recorded_schema().await? {
-            return if existing == schema {
+            return if ravel_manifest::schema_difference(&existing, &schema).is_none() {
                 Ok(false)
             } else {
                 Err(LayoutError::SchemaMismatch {

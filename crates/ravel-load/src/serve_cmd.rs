@@ -37,7 +37,8 @@ pub struct ServeArgs {
 pub struct Unfinished(usize);
 
 pub fn run(args: ServeArgs) -> Result<()> {
-    let config = Config::read(&args.config).map_err(|e| BadInput(e.to_string()))?;
+    let config = Config::read(&args.config)
+        .map_err(|e| BadInput(ravel_store::ErrorChain::new(&e).to_string()))?;
     let tier = Tier::detect()?;
     let load = checked(args.geometry.over(&tier))?;
     let mut opts = ServeOptions::new(ravel_ingest::IngestOptions::new(load));

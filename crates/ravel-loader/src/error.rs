@@ -168,7 +168,6 @@ pub enum LoadError {
     },
 }
 
-/// What a loader writes: a load's objects, a merge's output, or a merge's spill.
 /// How an object a load stored is not as it stored it (see [`LoadError::NotStored`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -251,7 +250,9 @@ impl std::fmt::Display for BadLine {
     }
 }
 
+/// What a loader writes: a load's objects, a merge's output, or a merge's spill.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Writing {
     Load,
     /// A compaction's output, in the table's order already.
@@ -272,6 +273,7 @@ impl std::fmt::Display for Writing {
 
 /// What an input's reader was doing when it failed (see [`LoadError::InputFailed`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum InputStep {
     /// Opening the file.
     Open,
@@ -310,6 +312,7 @@ impl InputStep {
 /// The part of a load in which an Arrow kernel failed. (Computing a run's clustering order
 /// fails as [`ravel_layout::LayoutError`].)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ArrowStage {
     /// Giving an input batch the table's schema.
     ReadingInput,

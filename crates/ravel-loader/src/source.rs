@@ -514,6 +514,15 @@ impl<'a> Files<'a> {
         }
     }
 
+    /// Refuses inputs that break the rules checked before any is read (see
+    /// [`crate::InputsRefused`]): a file named twice, or a rejects file that is an input, a
+    /// directory, or an existing file not to be replaced. [`crate::load_files_with`] and the
+    /// sorted load call it first, as the CLI does.
+    pub fn check(&self) -> Result<(), LoadError> {
+        let inputs = crate::distinct_inputs(&expand_inputs(self.paths)?)?;
+        crate::check_bad_rows(&self.tsv.bad_rows, self.format, &inputs)
+    }
+
     /// What a load of these files consumes: each file's identity ([`input_files`]), or the
     /// identities given for them.
     pub fn consumed(&self) -> Result<Consumed, LoadError> {
@@ -582,6 +591,7 @@ pub async fn load_files_with(
     files: &Files<'_>,
     progress: impl FnMut(u64, &Loader),
 ) -> Result<LoadReport, LoadError> {
+    files.check()?;
     let mut loader = Loader::new(store, table, opts).await?;
     if let Some(published) = loader.consume(files.consumed()?).await? {
         return Ok(loader.published_already(published));

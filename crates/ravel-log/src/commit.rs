@@ -22,6 +22,7 @@ const MAX_ATTEMPTS: usize = 1000;
 
 /// What a commit does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Operation {
     /// Adds a load's objects. Conflicts only when its version would leave partitioned objects
     /// behind (see [`LogError::PartitionedLeftBehind`]).

@@ -11,7 +11,7 @@ mod schema;
 pub use clustering::{ClusteringInfo, clustering_info};
 
 pub use schema::{
-    DifferenceKind, NullabilityDifference, SchemaDifference, nullability_differences,
+    DifferenceKind, NullabilityDifference, SchemaDifference, child_types, nullability_differences,
     schema_difference, schemas_agree, types_agree, widen,
 };
 

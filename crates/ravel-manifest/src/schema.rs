@@ -67,6 +67,7 @@ pub struct SchemaDifference {
 
 /// The rules of this module a schema can break, in the order they are checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DifferenceKind {
     /// A column of the table's is not there.
     Missing,
@@ -179,6 +180,27 @@ fn field_nullability(f: &Field, g: &Field, path: String, out: &mut Vec<Nullabili
         .zip(child_fields(g.data_type()).iter())
     {
         field_nullability(x, y, format!("{path}.{}", x.name()), out);
+    }
+}
+
+/// The types of a nested type's child arrays, in their order (none for a flat type): what an
+/// array of type `t` holds as child data (a run-end array its run ends and values, a
+/// dictionary its values).
+pub fn child_types(t: &DataType) -> Vec<DataType> {
+    use DataType::*;
+    match t {
+        List(f)
+        | LargeList(f)
+        | ListView(f)
+        | LargeListView(f)
+        | FixedSizeList(f, _)
+        | Map(f, _) => {
+            vec![f.data_type().clone()]
+        }
+        Struct(fs) => fs.iter().map(|f| f.data_type().clone()).collect(),
+        RunEndEncoded(r, v) => vec![r.data_type().clone(), v.data_type().clone()],
+        Dictionary(_, v) => vec![v.as_ref().clone()],
+        _ => Vec::new(),
     }
 }
 

@@ -54,6 +54,7 @@ pub const JOB_FORMAT: u32 = 1;
 /// What a job does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum JobOperation {
     /// A load of input files, published globally sorted.
     Load,
@@ -238,6 +239,7 @@ pub struct StepResult {
 /// A step's kind, as results name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum StepKind {
     Split,
     Merge,

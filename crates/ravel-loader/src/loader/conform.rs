@@ -106,7 +106,7 @@ fn retype(
     if data.data_type() == to {
         return Ok(data);
     }
-    let targets = child_types(to);
+    let targets = ravel_manifest::child_types(to);
     let children = if targets.len() == data.child_data().len() {
         data.child_data()
             .iter()
@@ -120,23 +120,4 @@ fn retype(
         .data_type(to.clone())
         .child_data(children)
         .build()
-}
-
-/// The types of a nested type's child arrays, in their order (none for a flat type).
-fn child_types(t: &arrow::datatypes::DataType) -> Vec<arrow::datatypes::DataType> {
-    use arrow::datatypes::DataType::*;
-    match t {
-        List(f)
-        | LargeList(f)
-        | ListView(f)
-        | LargeListView(f)
-        | FixedSizeList(f, _)
-        | Map(f, _) => {
-            vec![f.data_type().clone()]
-        }
-        Struct(fs) => fs.iter().map(|f| f.data_type().clone()).collect(),
-        RunEndEncoded(r, v) => vec![r.data_type().clone(), v.data_type().clone()],
-        Dictionary(_, v) => vec![v.as_ref().clone()],
-        _ => Vec::new(),
-    }
 }
