@@ -21,7 +21,7 @@ pub async fn compact(
     table: &str,
     opts: &CompactOptions,
 ) -> Result<CompactReport, CompactError> {
-    run_selected(store, table, opts, false).await
+    run_selected(store, table, opts, Choice::Overlaps).await
 }
 
 /// Runs `table`'s maintenance policy (see [`crate::maintenance`]): its merges, one after
@@ -32,7 +32,24 @@ pub async fn maintain(
     table: &str,
     opts: &CompactOptions,
 ) -> Result<CompactReport, CompactError> {
-    run_selected(store, table, opts, true).await
+    run_selected(store, table, opts, Choice::Policy).await
+}
+
+/// Who chooses a run's merges: `compact` (every overlapping set, or key ranges of it) or the
+/// table's maintenance policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Choice {
+    Overlaps,
+    Policy,
+}
+
+impl Choice {
+    fn operation(self) -> &'static str {
+        match self {
+            Choice::Overlaps => "compact",
+            Choice::Policy => "maintain",
+        }
+    }
 }
 
 /// The table as a run finds it: its layout, the version read and what that version holds.
@@ -95,7 +112,7 @@ pub(crate) async fn open(store: &Store, table: &str) -> Result<Opened, CompactEr
     skip_all,
     fields(
         table = %table,
-        operation = %if maintain { "maintain" } else { "compact" },
+        operation = %choice.operation(),
         version = tracing::field::Empty
     )
 )]
@@ -103,7 +120,7 @@ async fn run_selected(
     store: &Store,
     table: &str,
     opts: &CompactOptions,
-    maintain: bool,
+    choice: Choice,
 ) -> Result<CompactReport, CompactError> {
     opts.validate()?;
     let started = Instant::now();
@@ -126,7 +143,7 @@ async fn run_selected(
         Some(_) => open(store, table).await?,
         None => o,
     };
-    let mut report = run_opened(store, table, opts, maintain, o, started).await?;
+    let mut report = run_opened(store, table, opts, choice, o, started).await?;
     report.foreign_objects = foreign;
     if let Some(a) = &adopted {
         report.read_version = Some(read_version);
@@ -154,13 +171,13 @@ async fn run_opened(
     store: &Store,
     table: &str,
     opts: &CompactOptions,
-    maintain: bool,
+    choice: Choice,
     o: Opened,
     started: Instant,
 ) -> Result<CompactReport, CompactError> {
     let first = plan(&o.live, &o.layout.sort_key_names());
     let selector = Selector {
-        policy: maintain.then_some(o.layout.maintenance),
+        policy: (choice == Choice::Policy).then_some(o.layout.maintenance),
         max_input_bytes: opts.max_input_bytes,
     };
     let widest = first.steps.iter().map(|s| s.chains.len()).max();
