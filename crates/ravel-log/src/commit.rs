@@ -524,7 +524,7 @@ fn table_changes(
     let mut out = Vec::new();
     let ours = delta_schema(&m.schema);
     let schema_string = match &base.metadata {
-        Some(old) => merge_nullability(&old.schema_string, &ours.schema_string),
+        Some(old) => widened(&old.schema_string, &m.schema),
         None => ours.schema_string.clone(),
     };
     let protocol = crate::foreign::keep_others(
@@ -579,23 +579,30 @@ fn is_fenced(configuration: &BTreeMap<String, String>) -> bool {
         .is_some_and(|v| v == "true")
 }
 
-/// `ours` with every field nullable that is nullable in `old` (the loads agree on names and
-/// types; a column nullable in any load stays nullable).
-fn merge_nullability(old: &str, ours: &str) -> String {
-    let (Ok(old), Ok(mut new)) = (
-        serde_json::from_str::<Value>(old),
-        serde_json::from_str::<Value>(ours),
-    ) else {
-        return ours.to_string();
-    };
-    if let (Some(a), Some(b)) = (old["fields"].as_array(), new["fields"].as_array_mut()) {
-        for (a, b) in a.iter().zip(b.iter_mut()) {
-            if a["name"] == b["name"] && a["nullable"] == json!(true) {
-                b["nullable"] = json!(true);
-            }
-        }
-    }
-    new.to_string()
+/// The Delta schema of `ours` widened by the table's declared one (`old`, a Delta
+/// `schemaString`): a column nullable in any load stays nullable, by ravel-manifest's rule
+/// ([`ravel_manifest::widen`]). The loads agree on names and types; the log only reads which
+/// columns Delta declares nullable (Delta's form does not carry Arrow's types back).
+fn widened(old: &str, ours: &Schema) -> String {
+    let declared: HashSet<String> = serde_json::from_str::<Value>(old)
+        .ok()
+        .and_then(|v| v["fields"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter(|f| f["nullable"] == json!(true))
+        .filter_map(|f| f["name"].as_str().map(str::to_string))
+        .collect();
+    let old_view = Schema::new(
+        ours.fields()
+            .iter()
+            .map(|f| {
+                f.as_ref()
+                    .clone()
+                    .with_nullable(declared.contains(f.name()))
+            })
+            .collect::<Vec<_>>(),
+    );
+    delta_schema(&ravel_manifest::widen(ours, &old_view)).schema_string
 }
 
 fn metadata(
@@ -679,4 +686,34 @@ fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::datatypes::{DataType, Field};
+
+    #[test]
+    fn a_column_nullable_in_the_declared_schema_stays_nullable() {
+        let earlier = Schema::new(vec![
+            Field::new("a", DataType::Int64, true),
+            Field::new("b", DataType::UInt16, false),
+        ]);
+        let ours = Schema::new(vec![
+            Field::new("a", DataType::Int64, false),
+            Field::new("b", DataType::UInt16, false),
+        ]);
+        let declared = delta_schema(&earlier).schema_string;
+        let wide: Value = serde_json::from_str(&widened(&declared, &ours)).unwrap();
+        let nullable: Vec<&Value> = wide["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| &f["nullable"])
+            .collect();
+        assert_eq!(nullable, vec![&json!(true), &json!(false)]);
+        // A declared schema that does not read leaves ours as it is.
+        let same: Value = serde_json::from_str(&widened("not json", &ours)).unwrap();
+        assert_eq!(same["fields"][0]["nullable"], json!(false));
+    }
 }
