@@ -224,6 +224,7 @@ impl CompactStages {
 
 /// What a compaction did.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct CompactReport {
     pub table: String,
     /// The version read, and the one committed (`None`: nothing written).

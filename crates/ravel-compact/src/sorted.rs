@@ -39,6 +39,7 @@ pub struct SortedLoad<'a> {
 
 /// What a sorted load did.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct SortedLoadReport {
     pub table: String,
     /// The version that published the rows: this load's, or the one that consumed its inputs

@@ -81,6 +81,7 @@ pub struct Unreferenced {
 
 /// What `gc` found and did.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct GcReport {
     pub table: String,
     pub manifests: usize,

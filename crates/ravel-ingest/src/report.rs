@@ -19,6 +19,7 @@ pub enum Loaded {
 /// What [`crate::ingest`] did. `load_id` and `version` name the load that published the
 /// inputs' rows, whether this call published them or (`already_published`) an earlier one.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct IngestReport {
     pub table: String,
     pub load_id: String,

@@ -38,6 +38,7 @@ pub struct Commit<'a> {
 
 /// What a commit published.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct CommitReport {
     pub job: String,
     pub operation: JobOperation,
