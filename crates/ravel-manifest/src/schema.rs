@@ -187,20 +187,13 @@ fn field_nullability(f: &Field, g: &Field, path: String, out: &mut Vec<Nullabili
 /// array of type `t` holds as child data (a run-end array its run ends and values, a
 /// dictionary its values).
 pub fn child_types(t: &DataType) -> Vec<DataType> {
-    use DataType::*;
     match t {
-        List(f)
-        | LargeList(f)
-        | ListView(f)
-        | LargeListView(f)
-        | FixedSizeList(f, _)
-        | Map(f, _) => {
-            vec![f.data_type().clone()]
-        }
-        Struct(fs) => fs.iter().map(|f| f.data_type().clone()).collect(),
-        RunEndEncoded(r, v) => vec![r.data_type().clone(), v.data_type().clone()],
-        Dictionary(_, v) => vec![v.as_ref().clone()],
-        _ => Vec::new(),
+        DataType::RunEndEncoded(r, v) => vec![r.data_type().clone(), v.data_type().clone()],
+        DataType::Dictionary(_, v) => vec![v.as_ref().clone()],
+        _ => child_fields(t)
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect(),
     }
 }
 
