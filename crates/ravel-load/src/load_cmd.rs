@@ -91,16 +91,22 @@ pub fn run(args: LoadArgs) -> Result<()> {
     let tier = Tier::detect()?;
     let opts = options(&args, &tier)?;
     let inputs = ravel_loader::expand_inputs(&args.input)?;
-    let input_files = ravel_loader::distinct_inputs(&inputs)?;
     let format = input_format(&args, &inputs)?;
     let bad = ravel_loader::BadRows {
         max: args.max_bad_rows,
         rejects: rejects_path(&args),
         overwrite: args.overwrite_rejects,
     };
-    ravel_loader::check_bad_rows(&bad, format, &input_files)?;
     let rejects = Rejects::asked(&bad);
-    let tsv = crate::flags::hits_tsv(bad);
+    let files = ravel_loader::Files {
+        paths: &args.input,
+        format,
+        tsv: crate::flags::hits_tsv(bad),
+        reload: args.reload,
+        identities: None,
+    };
+    // Refused before anything is written, the store's directory included.
+    files.check()?;
     eprintln!(
         "geometry: {} tier; objects ~{} bytes, pipeline depth {}, load budget {} bytes, run trigger {} bytes, max flush delay {} s",
         tier.name,
@@ -112,13 +118,6 @@ pub fn run(args: LoadArgs) -> Result<()> {
     );
     let store = Store::create(&args.table.store)?;
     let mut progress = Progress::start();
-    let files = ravel_loader::Files {
-        paths: &args.input,
-        format,
-        tsv,
-        reload: args.reload,
-        identities: None,
-    };
     let ingest = ravel_ingest::IngestOptions::new(opts)
         .sorted(args.compact)
         .maintain(!args.no_maintain);
