@@ -213,6 +213,9 @@ impl S3Server {
                     tokio::select! {
                         accepted = listener.accept() => {
                             let Ok((socket, _)) = accepted else { continue };
+                            // A response's body goes out in writes after its head: with Nagle's
+                            // algorithm each would wait for the client's delayed ACK (~40 ms).
+                            let _ = socket.set_nodelay(true);
                             let conn = http.serve_connection(TokioIo::new(socket), service.clone()).into_owned();
                             tokio::spawn(async move {
                                 let _ = conn.await;
