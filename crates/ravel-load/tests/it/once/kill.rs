@@ -36,15 +36,39 @@ fn versions(log: &Path) -> Vec<u64> {
     v
 }
 
-/// The first version after `after` whose entry's commitInfo is a merge (`OPTIMIZE`, what
-/// maintenance commits); `None` while there is none (an entry being written may not parse yet).
-fn merge_after(log: &Path, after: u64) -> Option<u64> {
-    versions(log).into_iter().filter(|v| *v > after).find(|v| {
-        let text = std::fs::read_to_string(log.join(format!("{v:020}.json"))).unwrap_or_default();
-        let first = text.lines().next().unwrap_or_default();
-        serde_json::from_str::<serde_json::Value>(first)
-            .is_ok_and(|a| a["commitInfo"]["operation"] == "OPTIMIZE")
-    })
+/// Watches the log directory for the first version after `after` whose entry's commitInfo is a
+/// merge (`OPTIMIZE`, what maintenance commits). It looks only at the entries it has not ruled
+/// out, by name, so that polling every millisecond costs the load it races almost nothing.
+struct MergeWatch<'a> {
+    log: &'a Path,
+    /// The next version to look at: every one before it is there and is not a merge.
+    next: u64,
+}
+
+impl<'a> MergeWatch<'a> {
+    fn after(log: &'a Path, after: u64) -> Self {
+        MergeWatch {
+            log,
+            next: after + 1,
+        }
+    }
+
+    /// Whether a merge is committed; `false` while there is none. An entry whose first line
+    /// (its commitInfo) does not parse yet is being written: it is read again.
+    fn merged(&mut self) -> bool {
+        loop {
+            let entry = self.log.join(format!("{:020}.json", self.next));
+            let Ok(text) = std::fs::read_to_string(&entry) else {
+                return false;
+            };
+            let first = text.lines().next().unwrap_or_default();
+            match serde_json::from_str::<serde_json::Value>(first) {
+                Ok(action) if action["commitInfo"]["operation"] == "OPTIMIZE" => return true,
+                Ok(_) => self.next += 1,
+                Err(_) => return false,
+            }
+        }
+    }
 }
 
 /// How a load watched for its merge ended.
@@ -61,9 +85,10 @@ enum Ending {
 fn kill_after_merge(mut child: Child, log: &Path, after: u64) -> Ending {
     use std::os::unix::process::ExitStatusExt;
     let started = Instant::now();
-    while merge_after(log, after).is_none() {
+    let mut watch = MergeWatch::after(log, after);
+    while !watch.merged() {
         let ended = child.try_wait().unwrap();
-        if let Some(status) = ended.filter(|_| merge_after(log, after).is_none()) {
+        if let Some(status) = ended.filter(|_| !watch.merged()) {
             let out = child.wait_with_output().unwrap();
             let err = String::from_utf8_lossy(&out.stderr);
             panic!("the load ended ({status}) without a merge: {err}");
@@ -101,7 +126,7 @@ fn killed_after_the_merge(place: &Place) -> Vec<Ending> {
         .collect();
     let args = |input: &Path| {
         format!(
-            "load --store {s} --table hits --input {} --object-bytes 60000 --zstd-level 1 --json",
+            "load --store {s} --table hits --input {} --object-bytes 250000 --zstd-level 1 --json",
             p(input)
         )
     };
@@ -162,7 +187,7 @@ fn concurrent_loads_racing_their_maintenance(place: &Place) -> usize {
     ));
     let args = |input: &Path| {
         format!(
-            "load --store {s} --table hits --input {} --object-bytes 60000 --zstd-level 1 --json",
+            "load --store {s} --table hits --input {} --object-bytes 250000 --zstd-level 1 --json",
             p(input)
         )
     };
