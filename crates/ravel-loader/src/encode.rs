@@ -27,14 +27,24 @@ pub struct EncodeSettings {
     pub zstd_level: i32,
     /// Target stored size of one object.
     pub object_bytes: u64,
-    /// The objects are spill, not the table's: only a merge reads them back (a load that
-    /// ends compacted merges its runs once). They are encoded cheaply, LZ4 and plain, with
-    /// no statistics or Bloom filters.
-    pub spill: bool,
+    /// Whether the objects are the table's or spill.
+    pub objects: ObjectKind,
     /// Sort keys (each an array, as `ravel_manifest::key_value` encodes keys) that no object
     /// reaches across: an object also ends before the first row at or above each. Empty: objects
     /// are cut by size alone.
     pub cuts: Vec<serde_json::Value>,
+}
+
+/// What a run's objects are for, which decides how they are encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ObjectKind {
+    /// The table's objects: zstd, encodings chosen by trial, statistics and Bloom filters.
+    #[default]
+    Table,
+    /// Spill, not the table's: only a merge reads them back (a load that ends compacted merges
+    /// its runs once). Encoded cheaply, LZ4 and plain, with no statistics or Bloom filters.
+    Spill,
 }
 
 /// The columns whose statistics the Delta `add` of each object of `schema` carries under
@@ -114,13 +124,13 @@ impl RunEncoder {
             .iter()
             .filter_map(|(_, name)| schema.index_of(name).ok())
             .collect();
-        let stats_columns = match settings.spill {
-            true => Vec::new(),
-            false => stats_columns(layout, &schema),
+        let stats_columns = match settings.objects {
+            ObjectKind::Spill => Vec::new(),
+            ObjectKind::Table => stats_columns(layout, &schema),
         };
-        let bloom_columns = match settings.spill {
-            true => Vec::new(),
-            false => layout
+        let bloom_columns = match settings.objects {
+            ObjectKind::Spill => Vec::new(),
+            ObjectKind::Table => layout
                 .bloom
                 .scope
                 .columns(&schema)
@@ -207,9 +217,9 @@ impl RunEncoder {
         let RunProperties {
             props,
             bytes_per_row,
-        } = match s.spill {
-            true => spill_properties(run)?,
-            false => writer_properties(&s.layout, run, s.zstd_level, s.object_bytes)?,
+        } = match s.objects {
+            ObjectKind::Spill => spill_properties(run)?,
+            ObjectKind::Table => writer_properties(&s.layout, run, s.zstd_level, s.object_bytes)?,
         };
         let cut = CutSettings {
             order: self.order.as_ref(),

@@ -29,7 +29,8 @@ pub use budget::Budget;
 pub use columns::{ColumnPlan, load_by_columns};
 pub use commit::{Committed, Committer, Published, Replacement, commit_settings};
 pub use encode::{
-    EncodeSettings, EncodedRun, RunEncoder, SortedRun, stats_columns, table_configuration,
+    EncodeSettings, EncodedRun, ObjectKind, RunEncoder, SortedRun, stats_columns,
+    table_configuration,
 };
 pub use error::{
     ArrowStage, BadColumn, BadLine, ColumnProblem, InputProblem, InputStep, LoadError, NotStored,

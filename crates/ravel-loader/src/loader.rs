@@ -18,7 +18,7 @@ use tracing::Instrument;
 
 use crate::budget::{Budget, units};
 use crate::commit::{Committed, Committer};
-use crate::encode::{EncodeSettings, EncodedRun, RunEncoder};
+use crate::encode::{EncodeSettings, EncodedRun, ObjectKind, RunEncoder};
 use crate::mode::{LoadMode, Rows};
 use crate::object::{EncodedObject, Run};
 use crate::sidecar::BloomSidecar;
@@ -253,7 +253,10 @@ impl Loader {
                 layout: self.layout.clone(),
                 zstd_level: self.opts.zstd_level,
                 object_bytes: self.opts.object_bytes,
-                spill: self.mode.rows() == Rows::Spill,
+                objects: match self.mode.rows() {
+                    Rows::Spill => ObjectKind::Spill,
+                    _ => ObjectKind::Table,
+                },
                 cuts: self.mode.cuts().to_vec(),
             },
             schema,

@@ -12,7 +12,7 @@ pub enum Rows {
     #[default]
     Unsorted,
     /// Rows in any order, each run sorted: spill that a merge reads back (see
-    /// [`crate::EncodeSettings::spill`]). A load of spill is prepared
+    /// [`crate::ObjectKind::Spill`]). A load of spill is prepared
     /// ([`crate::Loader::prepare`]), never committed.
     Spill,
     /// Rows in the table's clustering order, each batch continuing the one before (a merge's

@@ -229,7 +229,7 @@ pub(crate) fn with_dictionary(
     }
 }
 
-/// Properties of objects that only a merge reads back (see [`crate::EncodeSettings::spill`]):
+/// Properties of objects that only a merge reads back (see [`crate::ObjectKind::Spill`]):
 /// LZ4, plain encoding, no statistics or Bloom filters; the offset index stays, so that a
 /// merge can fetch a slice of rows by their pages. A trial of the middle rows measures the
 /// stored bytes per row.
