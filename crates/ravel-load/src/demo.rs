@@ -10,7 +10,8 @@ use ravel_layout::LayoutStore;
 use ravel_store::Store;
 use ravel_tier::Tier;
 
-use crate::gen_cmd::{ConventionArg, GenArgs, StringsArg};
+use crate::flags::{ConventionArg, StringsArg};
+use crate::gen_cmd::GenArgs;
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {

@@ -1,8 +1,9 @@
 //! Flags that more than one command takes, and the one place their values are checked.
 
 use anyhow::Result;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use ravel_compact::CompactOptions;
+use ravel_hits::{Convention, Strings};
 use ravel_loader::LoadOptions;
 use ravel_tier::Tier;
 
@@ -102,9 +103,29 @@ impl MergeFlags {
 /// schema it loads as hits.tsv (the raw convention, Binary strings).
 pub fn hits_tsv(bad_rows: ravel_loader::BadRows) -> ravel_loader::TsvOptions {
     ravel_loader::TsvOptions {
-        schema: Some(ravel_hits::schema(ravel_hits::Convention::Raw(
-            ravel_hits::Strings::Binary,
-        ))),
+        schema: Some(ravel_hits::schema(Convention::Raw(Strings::Binary))),
         bad_rows,
+    }
+}
+
+/// The hits table's physical convention, as `gen` and `layout schema set --hits` name it.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConventionArg {
+    Raw,
+    Typed,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StringsArg {
+    Binary,
+    Utf8,
+}
+
+/// The physical convention the two flags name.
+pub fn convention(convention: ConventionArg, strings: StringsArg) -> Convention {
+    match (convention, strings) {
+        (ConventionArg::Typed, _) => Convention::Typed,
+        (ConventionArg::Raw, StringsArg::Binary) => Convention::Raw(Strings::Binary),
+        (ConventionArg::Raw, StringsArg::Utf8) => Convention::Raw(Strings::Utf8),
     }
 }

@@ -4,11 +4,12 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use ravel_hits::{Convention, GenOptions, JULY_2013_START, Strings};
+use ravel_hits::{Convention, GenOptions, JULY_2013_START};
 
 use crate::BadInput;
+use crate::flags::{ConventionArg, StringsArg, convention};
 
 #[derive(Args, Debug, Clone)]
 pub struct GenArgs {
@@ -42,30 +43,9 @@ pub struct GenArgs {
     pub world_seed: Option<u64>,
 }
 
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConventionArg {
-    Raw,
-    Typed,
-}
-
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StringsArg {
-    Binary,
-    Utf8,
-}
-
 impl GenArgs {
     pub fn convention(&self) -> Convention {
         convention(self.convention, self.strings)
-    }
-}
-
-/// The physical convention the two flags name.
-pub fn convention(convention: ConventionArg, strings: StringsArg) -> Convention {
-    match (convention, strings) {
-        (ConventionArg::Typed, _) => Convention::Typed,
-        (ConventionArg::Raw, StringsArg::Binary) => Convention::Raw(Strings::Binary),
-        (ConventionArg::Raw, StringsArg::Utf8) => Convention::Raw(Strings::Utf8),
     }
 }
 

@@ -8,7 +8,7 @@ use ravel_layout::{BloomScope, BucketWidth, ClusteringKey, Layout, LayoutStore, 
 use ravel_store::Store;
 
 use crate::BadInput;
-use crate::gen_cmd::{ConventionArg, StringsArg};
+use crate::flags::{ConventionArg, StringsArg};
 
 #[derive(Args, Debug)]
 pub struct LayoutArgs {
@@ -335,7 +335,7 @@ pub fn run(args: LayoutArgs) -> Result<()> {
                     let schema = match (from, hits) {
                         (Some(path), _) => parquet_schema(&path)?,
                         (None, _) => {
-                            ravel_hits::schema(crate::gen_cmd::convention(convention, strings))
+                            ravel_hits::schema(crate::flags::convention(convention, strings))
                                 .as_ref()
                                 .clone()
                         }
