@@ -52,6 +52,7 @@ pub enum FenceCommand {
     Set,
     /// Let other Delta writers append to and optimize the table again.
     Clear,
+    /// Print whether the table is fenced.
     Show,
 }
 
@@ -70,6 +71,7 @@ pub enum MaintenanceCommand {
         #[arg(long)]
         max_depth: Option<u32>,
     },
+    /// Print the policy and its settings.
     Show,
 }
 
@@ -92,10 +94,13 @@ pub enum ClusteringKeyCommand {
 
 #[derive(Subcommand, Debug)]
 pub enum StreamCommand {
+    /// Set the stream column.
     Set {
+        /// A column of the recorded schema.
         #[arg(long)]
         column: String,
     },
+    /// Print the stream column.
     Show,
     /// No stream: rows sort by bucket, key, time.
     Clear,
@@ -103,23 +108,28 @@ pub enum StreamCommand {
 
 #[derive(Subcommand, Debug)]
 pub enum TimeCommand {
+    /// Set the time column.
     Set {
+        /// A timestamp, date or integer-seconds column of the recorded schema.
         #[arg(long)]
         column: String,
     },
+    /// Print the time column.
     Show,
 }
 
 #[derive(Subcommand, Debug)]
 pub enum BloomScopeCommand {
-    /// none, text (every string/binary column), all, or a comma-separated column list.
+    /// Set which columns get Bloom filters, and their false-positive rate.
     Set {
+        /// none, text (every string/binary column), all, or a comma-separated column list.
         #[arg(long)]
         scope: String,
         /// False-positive rate of each filter (0 < fpp < 1); unchanged when omitted.
         #[arg(long)]
         fpp: Option<f64>,
     },
+    /// Print the scope and the false-positive rate.
     Show,
 }
 
@@ -133,11 +143,14 @@ pub enum SchemaCommand {
         /// The ClickBench hits schema.
         #[arg(long)]
         hits: bool,
+        /// The hits schema's physical convention (as `gen --convention`).
         #[arg(long, value_enum, default_value_t = ConventionArg::Raw, requires = "hits")]
         convention: ConventionArg,
+        /// The hits schema's string type under the raw convention (as `gen --strings`).
         #[arg(long, value_enum, default_value_t = StringsArg::Binary, requires = "hits")]
         strings: StringsArg,
     },
+    /// Print the recorded schema.
     Show,
 }
 

@@ -172,3 +172,51 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()?)
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// `docs/commands.md` has a section for every command and names each of its flags there.
+    #[test]
+    fn the_commands_page_names_every_command_and_flag() {
+        let page = include_str!("../../../docs/commands.md");
+        let mut missing = Vec::new();
+        check(&super::Cli::command(), &mut Vec::new(), page, &mut missing);
+        assert!(missing.is_empty(), "docs/commands.md lacks {missing:?}");
+    }
+
+    fn check(cmd: &clap::Command, path: &mut Vec<String>, page: &str, missing: &mut Vec<String>) {
+        if !path.is_empty() {
+            let heading = format!("`ravel-load {}`", path.join(" "));
+            match section(page, &heading) {
+                None => missing.push(heading),
+                Some(text) => {
+                    let shown = cmd.get_arguments().filter(|arg| !arg.is_hide_set());
+                    let names = shown.map(|arg| match arg.get_long() {
+                        Some(long) => format!("`--{long}"),
+                        None => arg.get_id().as_str().to_uppercase(),
+                    });
+                    missing.extend(
+                        names
+                            .filter(|name| name != "`--store" && !text.contains(name.as_str()))
+                            .map(|name| format!("{heading} {name}`")),
+                    );
+                }
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            path.push(sub.get_name().to_string());
+            check(sub, path, page, missing);
+            path.pop();
+        }
+    }
+
+    /// The text under the heading that names `command`, up to the next heading.
+    fn section<'a>(page: &'a str, command: &str) -> Option<&'a str> {
+        page.split("\n#").find_map(|part| {
+            let (heading, body) = part.split_once('\n').unwrap_or((part, ""));
+            heading.trim_end().ends_with(command).then_some(body)
+        })
+    }
+}
