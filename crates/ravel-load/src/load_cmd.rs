@@ -136,7 +136,8 @@ pub fn run(args: LoadArgs) -> Result<()> {
             print_load(&args, &report, wall)?;
             if args.json {
                 let mut json = load_json(&report)?;
-                json["maintenance"] = serde_json::json!({ "error": format!("{source:#}") });
+                let error = ravel_store::ErrorChain::new(&source).to_string();
+                json["maintenance"] = serde_json::json!({ "error": error });
                 println!("{}", serde_json::to_string_pretty(&json)?);
             }
             return Err(ravel_ingest::IngestError::MaintenanceFailed { report, source }.into());
