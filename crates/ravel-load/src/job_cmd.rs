@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use ravel_compact::job::{
-    Commit, CommitMode, CommitReport, Job, PlanOptions, StepGeometry, StepResult, StepWork,
+    Commit, CommitMode, CommitReport, Job, Merge, PlanOptions, StepGeometry, StepResult, StepWork,
+    plan_compact, plan_load,
 };
 use ravel_store::Store;
 use ravel_tier::Tier;
@@ -99,11 +100,17 @@ pub struct CommitArgs {
     pub json: bool,
 }
 
+/// What a plan is of.
+enum Planned {
+    Load(Vec<PathBuf>),
+    Merge(Merge),
+}
+
 pub fn plan(args: PlanArgs) -> Result<()> {
-    let (common, inputs, maintain) = match args.what {
-        PlanWhat::Load { common, inputs } => (common, Some(inputs), false),
-        PlanWhat::Compact { common } => (common, None, false),
-        PlanWhat::Maintain { common } => (common, None, true),
+    let (common, work) = match args.what {
+        PlanWhat::Load { common, inputs } => (common, Planned::Load(inputs)),
+        PlanWhat::Compact { common } => (common, Planned::Merge(Merge::Compact)),
+        PlanWhat::Maintain { common } => (common, Planned::Merge(Merge::Maintain)),
     };
     if common.steps == 0 {
         return Err(BadInput("--steps must be at least 1".into()).into());
@@ -118,9 +125,9 @@ pub fn plan(args: PlanArgs) -> Result<()> {
     let table = &common.table.name;
     let job = crate::runtime()?
         .block_on(async {
-            match &inputs {
-                Some(inputs) => ravel_compact::job::plan_load(&store, table, inputs, &opts).await,
-                None => ravel_compact::job::plan_compact(&store, table, &opts, maintain).await,
+            match &work {
+                Planned::Load(inputs) => plan_load(&store, table, inputs, &opts).await,
+                Planned::Merge(merge) => plan_compact(&store, table, &opts, *merge).await,
             }
         })
         .with_context(|| format!("planning table {table:?} in {}", common.table.store))?;

@@ -36,7 +36,7 @@ mod sample;
 mod step;
 
 pub use commit::{Commit, CommitMode, CommitReport, GroupOutcome, commit};
-pub use plan::{PlanOptions, plan_compact, plan_load};
+pub use plan::{Merge, PlanOptions, plan_compact, plan_load};
 pub use step::run_step;
 
 use object_store::path::Path;
@@ -152,6 +152,7 @@ pub struct JobStep {
 /// What a step does.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum StepWork {
     /// Sorts one share of a load's input files into runs of spill.
     Split {

@@ -23,6 +23,15 @@ pub struct PlanOptions {
     pub geometry: StepGeometry,
 }
 
+/// Which merge [`plan_compact`] plans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Merge {
+    /// Every overlapping object, as `compact` merges them.
+    Compact,
+    /// The merge the table's maintenance policy chooses now, as `maintain` runs it.
+    Maintain,
+}
+
 /// Rows sampled per merge step for a load's cut points, and the sample's bounds.
 const SAMPLE_PER_STEP: usize = 64;
 const SAMPLE_ROWS: std::ops::RangeInclusive<usize> = 16_384..=262_144;
@@ -203,8 +212,8 @@ fn ranges(cuts: Vec<Vec<Value>>) -> Vec<Window> {
     out
 }
 
-/// Plans a distributed compaction of `table` (`maintain`: the merge its maintenance policy
-/// chooses now): every overlapping set the single-machine command merges, each cut into key
+/// Plans a distributed compaction of `table` (or, with [`Merge::Maintain`], the merge its
+/// maintenance policy chooses now): every overlapping set the single-machine command merges, each cut into key
 /// ranges at byte quantiles of its objects' first keys (`opts.steps` over all sets, by bytes,
 /// at least one per set). A set with objects under an older layout is one step (sorted again
 /// whole, as `compact` sorts it). A step over more chains than one pass holds merges its range
@@ -213,7 +222,7 @@ pub async fn plan_compact(
     store: &Store,
     table: &str,
     opts: &PlanOptions,
-    maintain: bool,
+    merge: Merge,
 ) -> Result<Job, CompactError> {
     if opts.steps == 0 {
         return Err(JobError::NoSteps.into());
@@ -225,9 +234,9 @@ pub async fn plan_compact(
         }
         .into());
     }
-    let operation = match maintain {
-        true => JobOperation::Maintain,
-        false => JobOperation::Compact,
+    let operation = match merge {
+        Merge::Compact => JobOperation::Compact,
+        Merge::Maintain => JobOperation::Maintain,
     };
     let mut job = job_of(
         store,
@@ -238,7 +247,7 @@ pub async fn plan_compact(
         operation,
     );
     let first = crate::plan(&o.live, &o.layout.sort_key_names());
-    let (sets, full, reason) = if maintain {
+    let (sets, full, reason) = if merge == Merge::Maintain {
         let d = crate::maintenance::decide(&first, &o.layout.maintenance);
         (d.step.into_iter().collect(), d.full, d.reason)
     } else if first.steps.is_empty() {

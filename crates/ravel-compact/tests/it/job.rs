@@ -11,7 +11,7 @@ use arrow::datatypes::Int64Type;
 use parquet::arrow::ArrowWriter;
 use proptest::prelude::*;
 use ravel_compact::job::{
-    Commit, CommitMode, Job, PlanOptions, StepGeometry, StepResult, commit, plan_compact,
+    Commit, CommitMode, Job, Merge, PlanOptions, StepGeometry, StepResult, commit, plan_compact,
     plan_load, run_step,
 };
 use ravel_compact::{CompactError, CompactOptions, SortedLoad, compact};
@@ -173,7 +173,7 @@ async fn compact_matches(c: Case, steps: usize) -> Result<(), TestCaseError> {
     three_loads(&spread, &c, &input).await;
     compact(&single, "t", &compact_options()).await.unwrap();
     let before = newest_version(&spread).await;
-    let job = plan_compact(&spread, "t", &plan_options(steps), false)
+    let job = plan_compact(&spread, "t", &plan_options(steps), Merge::Compact)
         .await
         .unwrap();
     let results = run_all(&spread, &job).await;
@@ -320,7 +320,7 @@ async fn a_plan_whose_base_was_compacted_meanwhile_fails_as_a_conflict() {
     let dir = tempfile::tempdir().unwrap();
     let store = new_store(&dir, "s", &layout).await;
     three_loads(&store, &c, &input).await;
-    let job = plan_compact(&store, "t", &plan_options(3), false)
+    let job = plan_compact(&store, "t", &plan_options(3), Merge::Compact)
         .await
         .unwrap();
     assert!(job.merge_steps().count() >= 2, "{job:?}");
@@ -352,7 +352,7 @@ async fn a_merge_commits_step_by_step_what_has_finished() {
     let dir = tempfile::tempdir().unwrap();
     let store = new_store(&dir, "s", &layout).await;
     three_loads(&store, &c, &input).await;
-    let job = plan_compact(&store, "t", &plan_options(4), false)
+    let job = plan_compact(&store, "t", &plan_options(4), Merge::Compact)
         .await
         .unwrap();
     let mut results = run_all(&store, &job).await;
