@@ -41,6 +41,7 @@ impl PartialEq for Cause {
 
 /// A broken promise. [`Problem::kind`] names the variant; `Display` words it for the report.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Problem {
     // The log chain (the object is "log entry N").
     /// The entry has no `commitInfo` action.

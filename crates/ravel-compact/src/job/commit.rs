@@ -20,6 +20,7 @@ use crate::publish::Publisher;
 
 /// How a job's steps are published.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CommitMode {
     /// One version holding every step's objects; every merge step must have its result.
     Whole,
