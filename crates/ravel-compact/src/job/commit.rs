@@ -228,7 +228,10 @@ async fn publish_group(
     let publisher = Publisher::new(store.object_store().clone(), paths.clone(), layout);
     // A merge committed already (a commit run again) holds every object: nothing to build.
     let newest = publisher.log().latest().await?;
-    let live = ravel_log::published_in(paths, &newest, &manifest)?;
+    let live = match job.operation {
+        JobOperation::Load => ravel_log::published_in(paths, &newest, &manifest)?,
+        _ => merged_already(paths, &newest, &manifest, &inputs_of(job, &steps))?,
+    };
     if live.is_none() {
         let with_rows: Vec<&&StepResult> =
             ordered.iter().filter(|r| !r.objects.is_empty()).collect();
@@ -531,6 +534,23 @@ fn inputs_of(job: &Job, steps: &[usize]) -> Vec<String> {
         }
     }
     keys.into_iter().collect()
+}
+
+/// Whether a merge's objects are live already (its commit run again). An output that is also
+/// one of the merge's inputs (a range whose rows one object held, encoded again to the same
+/// bytes, so to the same name) is live before the merge as after: it tells nothing.
+fn merged_already(
+    paths: &TablePaths,
+    base: &ravel_log::Snapshot,
+    manifest: &Manifest,
+    inputs: &[String],
+) -> Result<Option<ravel_log::Published>, ravel_log::LogError> {
+    let mut fresh = manifest.clone();
+    fresh.objects.retain(|o| !inputs.contains(&o.key));
+    if fresh.objects.is_empty() {
+        return Ok(None);
+    }
+    ravel_log::published_in(paths, base, &fresh)
 }
 
 /// The merge steps in groups that share no input object, in step order.
