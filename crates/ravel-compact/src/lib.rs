@@ -55,7 +55,7 @@ mod writer;
 pub use adopt::{AdoptError, Adopted, adopt, adopt_partitioned, foreign_objects};
 pub use maintenance::{Decision, decide, depth_bound};
 pub use plan::{Chain, InputObject, Plan, Ranged, Step, Window, max_depth, plan};
-pub use run::{compact, maintain};
+pub use run::{Merge, compact, maintain};
 pub use sorted::{SortedLoad, SortedLoadReport};
 pub use window::bounded;
 

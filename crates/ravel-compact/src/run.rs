@@ -21,7 +21,7 @@ pub async fn compact(
     table: &str,
     opts: &CompactOptions,
 ) -> Result<CompactReport, CompactError> {
-    run_selected(store, table, opts, Choice::Overlaps).await
+    run_selected(store, table, opts, Merge::Compact).await
 }
 
 /// Runs `table`'s maintenance policy (see [`crate::maintenance`]): its merges, one after
@@ -32,22 +32,23 @@ pub async fn maintain(
     table: &str,
     opts: &CompactOptions,
 ) -> Result<CompactReport, CompactError> {
-    run_selected(store, table, opts, Choice::Policy).await
+    run_selected(store, table, opts, Merge::Maintain).await
 }
 
-/// Who chooses a run's merges: `compact` (every overlapping set, or key ranges of it) or the
-/// table's maintenance policy.
+/// Which merge a run (or a job, [`crate::job::plan_compact`]) makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Choice {
-    Overlaps,
-    Policy,
+pub enum Merge {
+    /// Every overlapping object (or key ranges of them), as `compact` merges them.
+    Compact,
+    /// The merge the table's maintenance policy chooses now, as `maintain` runs it.
+    Maintain,
 }
 
-impl Choice {
+impl Merge {
     fn operation(self) -> &'static str {
         match self {
-            Choice::Overlaps => "compact",
-            Choice::Policy => "maintain",
+            Merge::Compact => "compact",
+            Merge::Maintain => "maintain",
         }
     }
 }
@@ -112,7 +113,7 @@ pub(crate) async fn open(store: &Store, table: &str) -> Result<Opened, CompactEr
     skip_all,
     fields(
         table = %table,
-        operation = %choice.operation(),
+        operation = %merge.operation(),
         version = tracing::field::Empty
     )
 )]
@@ -120,7 +121,7 @@ async fn run_selected(
     store: &Store,
     table: &str,
     opts: &CompactOptions,
-    choice: Choice,
+    merge: Merge,
 ) -> Result<CompactReport, CompactError> {
     opts.validate()?;
     let started = Instant::now();
@@ -143,7 +144,7 @@ async fn run_selected(
         Some(_) => open(store, table).await?,
         None => o,
     };
-    let mut report = run_opened(store, table, opts, choice, o, started).await?;
+    let mut report = run_opened(store, table, opts, merge, o, started).await?;
     report.foreign_objects = foreign;
     if let Some(a) = &adopted {
         report.read_version = Some(read_version);
@@ -171,13 +172,13 @@ async fn run_opened(
     store: &Store,
     table: &str,
     opts: &CompactOptions,
-    choice: Choice,
+    merge: Merge,
     o: Opened,
     started: Instant,
 ) -> Result<CompactReport, CompactError> {
     let first = plan(&o.live, &o.layout.sort_key_names());
     let selector = Selector {
-        policy: (choice == Choice::Policy).then_some(o.layout.maintenance),
+        policy: (merge == Merge::Maintain).then_some(o.layout.maintenance),
         max_input_bytes: opts.max_input_bytes,
     };
     let widest = first.steps.iter().map(|s| s.chains.len()).max();

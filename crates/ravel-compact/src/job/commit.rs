@@ -228,9 +228,13 @@ async fn publish_group(
     let publisher = Publisher::new(store.object_store().clone(), paths.clone(), layout);
     // A merge committed already (a commit run again) holds every object: nothing to build.
     let newest = publisher.log().latest().await?;
+    let removes = match job.operation {
+        JobOperation::Load => Vec::new(),
+        _ => inputs_of(job, &steps),
+    };
     let live = match job.operation {
         JobOperation::Load => ravel_log::published_in(paths, &newest, &manifest)?,
-        _ => merged_already(paths, &newest, &manifest, &inputs_of(job, &steps))?,
+        _ => merged_already(paths, &newest, &manifest, &removes)?,
     };
     if live.is_none() {
         let with_rows: Vec<&&StepResult> =
@@ -249,7 +253,6 @@ async fn publish_group(
             publisher.load(&manifest, spilled, consumed).await
         }
         JobOperation::Compact | JobOperation::Maintain => {
-            let removes = inputs_of(job, &steps);
             report.removed_objects += removes.len();
             match live {
                 Some(p) => Ok(Committed::AlreadyLive(p)),

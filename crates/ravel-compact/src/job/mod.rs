@@ -35,8 +35,9 @@ mod plan;
 mod sample;
 mod step;
 
+pub use crate::Merge;
 pub use commit::{Commit, CommitMode, CommitReport, GroupOutcome, commit};
-pub use plan::{Merge, PlanOptions, plan_compact, plan_load};
+pub use plan::{PlanOptions, plan_compact, plan_load};
 pub use step::run_step;
 
 use object_store::path::Path;

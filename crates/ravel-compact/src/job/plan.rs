@@ -10,8 +10,8 @@ use ravel_store::Store;
 use serde_json::Value;
 
 use super::{JOB_FORMAT, Job, JobChain, JobError, JobOperation, JobStep, StepGeometry, StepWork};
-use crate::CompactError;
 use crate::plan::{Step, Window};
+use crate::{CompactError, Merge};
 
 /// How a job is cut.
 #[derive(Debug, Clone)]
@@ -21,15 +21,6 @@ pub struct PlanOptions {
     pub steps: usize,
     /// Geometry and budget of each step.
     pub geometry: StepGeometry,
-}
-
-/// Which merge [`plan_compact`] plans.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Merge {
-    /// Every overlapping object, as `compact` merges them.
-    Compact,
-    /// The merge the table's maintenance policy chooses now, as `maintain` runs it.
-    Maintain,
 }
 
 /// Rows sampled per merge step for a load's cut points, and the sample's bounds.
