@@ -215,6 +215,12 @@ pub enum InputProblem {
     NoMatch,
     #[error("a row group held fewer rows than its footer says")]
     ShortRowGroup,
+    /// The file's size or modification time changed while it was read: it was being written
+    /// or replaced. Nothing of it is published.
+    #[error(
+        "changed while it was read ({before_bytes} bytes when the read began, {after_bytes} bytes, or another modification time, when it ended): nothing of it is published; load it once it is whole"
+    )]
+    ChangedWhileRead { before_bytes: u64, after_bytes: u64 },
     #[error("column readers disagree on the number of batches")]
     ReadersDisagree,
 }

@@ -624,6 +624,9 @@ pub async fn feed_files(
     let opts_budget = loader.options().load_budget;
     let (tx, mut rx) = tokio::sync::mpsc::channel(2);
     let paths = expand_inputs(paths)?;
+    // Each file as the read begins: one that changes before the read ends is not published.
+    let before = input_files(&paths)?;
+    let read = paths.clone();
     let reader = match format {
         InputFormat::Parquet => {
             let batch_bytes = READ_BATCH_BYTES.min(opts_budget / 16).max(1);
@@ -666,7 +669,25 @@ pub async fn feed_files(
         reader
             .await
             .map_err(LoadError::internal("reader: the reader thread failed")),
-    )
+    )?;
+    unchanged_since(&read, &before)
+}
+
+/// Refuses the read of `paths` when one of them is no longer the file `before` names: its
+/// size or modification time changed while it was read.
+fn unchanged_since(paths: &[PathBuf], before: &[InputFile]) -> Result<(), LoadError> {
+    let after = input_files(paths)?;
+    let mut changed = paths.iter().zip(before.iter().zip(&after));
+    match changed.find(|(_, (b, a))| b != a) {
+        None => Ok(()),
+        Some((path, (b, a))) => Err(LoadError::Input {
+            input: path.display().to_string(),
+            problem: InputProblem::ChangedWhileRead {
+                before_bytes: b.size,
+                after_bytes: a.size,
+            },
+        }),
+    }
 }
 
 #[cfg(test)]

@@ -13,6 +13,9 @@ pub const DEFAULT_BATCH_BYTES: u64 = 256 << 20;
 /// Age of the oldest pending file that makes a batch however small, by default (the tier's
 /// flush delay, as Ravel's loader uses).
 pub const DEFAULT_BATCH_AGE: Duration = Duration::from_secs(60);
+/// How long ago a landed file must have last changed to be taken at its first listing, by
+/// default (younger files wait for a second listing that finds them unchanged).
+pub const DEFAULT_SETTLE: Duration = Duration::from_secs(10);
 /// How often `gc` runs on a table, by default.
 pub const DEFAULT_GC_INTERVAL: Duration = Duration::from_secs(3600);
 /// How old an unreferenced object must be before `gc` deletes it, by default.
@@ -47,6 +50,10 @@ pub struct TableConfig {
     /// Age (since it landed) of the oldest pending file that makes a batch however small.
     #[serde(default = "default_batch_age", deserialize_with = "duration")]
     pub batch_age: Duration,
+    /// A landed file is taken once two listings in a row find it unchanged, or once it last
+    /// changed this long ago.
+    #[serde(default = "default_settle", deserialize_with = "duration")]
+    pub settle: Duration,
     /// Publish each batch globally sorted (`load --compact`).
     #[serde(default)]
     pub sorted: bool,
@@ -130,6 +137,16 @@ impl Config {
                 )));
             }
         }
+        if let Some(o) = crate::overlap::first_overlap(&self.tables) {
+            let (l, s) = (
+                &self.tables[o.landing_table - 1],
+                &self.tables[o.store_table - 1],
+            );
+            return Err(service(format!(
+                "the landing {:?} of table {} ({:?}) {} the store {:?} of table {} ({:?}): the service would load the tables' own objects back; keep every landing prefix apart from every store",
+                l.landing, o.landing_table, l.name, o.how, s.store, o.store_table, s.name
+            )));
+        }
         Ok(())
     }
 }
@@ -171,6 +188,9 @@ fn default_batch_bytes() -> u64 {
 }
 fn default_batch_age() -> Duration {
     DEFAULT_BATCH_AGE
+}
+fn default_settle() -> Duration {
+    DEFAULT_SETTLE
 }
 fn default_gc_interval() -> Duration {
     DEFAULT_GC_INTERVAL

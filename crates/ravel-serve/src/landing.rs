@@ -19,6 +19,46 @@ pub struct Landed {
     pub location: Location,
 }
 
+/// One listing of a landing prefix.
+#[derive(Debug, Clone, Default)]
+pub struct Listing {
+    /// The regular files whose names match, each once.
+    pub files: Vec<Landed>,
+    /// Entries whose names match but that are not files to read.
+    pub skipped: Vec<Skipped>,
+    /// Files whose names do not match the pattern.
+    pub unmatched: usize,
+}
+
+/// An entry of the landing prefix left out, and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Skipped {
+    pub name: String,
+    pub reason: String,
+}
+
+/// Why an entry that is not a regular file is left out.
+fn not_regular(link: bool, target: &std::fs::FileType) -> String {
+    use std::os::unix::fs::FileTypeExt;
+    let what = if target.is_dir() {
+        "a directory"
+    } else if target.is_fifo() {
+        "a named pipe"
+    } else if target.is_socket() {
+        "a socket"
+    } else if target.is_block_device() || target.is_char_device() {
+        "a device"
+    } else {
+        "not a regular file"
+    };
+    match link {
+        true => {
+            format!("a symbolic link to {what}: only regular files, and links to them, are loaded")
+        }
+        false => format!("{what}: only regular files are loaded"),
+    }
+}
+
 /// Where a landed file is read.
 #[derive(Debug, Clone)]
 pub enum Location {
@@ -41,6 +81,10 @@ pub enum LandingError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "the landing directory {path} does not exist (or is not a directory): create it, or correct `landing`"
+    )]
+    Missing { path: String },
     #[error(transparent)]
     Store(#[from] ravel_store::StoreError),
     #[error("pattern {pattern:?} is not a glob: {problem}")]
@@ -86,62 +130,108 @@ impl Landing {
         Ok(Landing { source, pattern })
     }
 
-    /// The landed files whose names match, in name order. A local directory that does not
-    /// exist yet holds nothing.
-    pub async fn list(&self) -> Result<Vec<Landed>, LandingError> {
-        let mut found = match &self.source {
+    /// The landed files whose names match, in name order, with the entries left out. A
+    /// local directory that does not exist is an error: the service waits for it.
+    pub async fn list(&self) -> Result<Listing, LandingError> {
+        let mut listing = match &self.source {
             Source::Local(dir) => {
                 let (pattern, dir) = (self.pattern.clone(), dir.clone());
-                tokio::task::spawn_blocking(move || Landing::list_dir(&pattern, &dir))
+                tokio::task::spawn_blocking(move || Landing::list_local(&pattern, &dir))
                     .await
                     .expect("listing does not panic")?
             }
             Source::Store(store) => self.list_store(store).await?,
         };
-        found.sort_by(|a, b| a.identity.name.cmp(&b.identity.name));
-        Ok(found)
+        listing
+            .files
+            .sort_by(|a, b| a.identity.name.cmp(&b.identity.name));
+        Ok(listing)
     }
 
-    /// The matching files under `dir`, at any depth (a writer may partition by date).
-    fn list_dir(pattern: &glob::Pattern, dir: &Path) -> Result<Vec<Landed>, LandingError> {
+    fn list_local(pattern: &glob::Pattern, dir: &Path) -> Result<Listing, LandingError> {
+        if !dir.is_dir() {
+            return Err(LandingError::Missing {
+                path: dir.display().to_string(),
+            });
+        }
+        let mut listing = Listing::default();
+        Landing::list_dir(pattern, dir, &mut listing)?;
+        // A file reached twice (a symbolic link beside its target) is one file.
+        let mut seen = std::collections::BTreeSet::new();
+        listing
+            .files
+            .retain(|f| seen.insert(f.identity.name.clone()));
+        Ok(listing)
+    }
+
+    /// The matching regular files under `dir`, at any depth (a writer may partition by date).
+    /// A symbolic link to a regular file is followed (the file is named by its target); links
+    /// to directories, pipes, sockets and devices are left out, each with a note.
+    fn list_dir(
+        pattern: &glob::Pattern,
+        dir: &Path,
+        listing: &mut Listing,
+    ) -> Result<(), LandingError> {
         let failed = |source| LandingError::ListDir {
             path: dir.display().to_string(),
             source,
         };
         let entries = match std::fs::read_dir(dir) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            // A directory that went meanwhile holds nothing now.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             other => other.map_err(failed)?,
         };
-        let mut found = Vec::new();
         for entry in entries {
-            let path = entry.map_err(failed)?.path();
-            if path.is_dir() {
-                found.extend(Landing::list_dir(pattern, &path)?);
-                continue;
-            }
-            let name = path.file_name().unwrap_or_default().to_string_lossy();
-            if !pattern.matches(&name) {
-                continue;
-            }
-            // A file that went between the listing and this look is not there.
-            let Ok(identity) = ravel_loader::input_files(std::slice::from_ref(&path)) else {
+            let entry = entry.map_err(failed)?;
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else {
                 continue;
             };
-            let identity = identity.into_iter().next().expect("one path, one identity");
-            // The identity's version is the modification time in nanoseconds: no second stat.
-            let nanos = identity.version.parse::<u64>().unwrap_or(0);
-            let landed = UNIX_EPOCH + Duration::from_nanos(nanos);
-            let location = Location::Local(PathBuf::from(&identity.name));
-            found.push(Landed {
-                identity,
-                landed,
-                location,
-            });
+            if kind.is_dir() {
+                Landing::list_dir(pattern, &path, listing)?;
+                continue;
+            }
+            // The kind of what a symbolic link points to (a link that leads nowhere: gone).
+            let Ok(target) = std::fs::metadata(&path) else {
+                continue;
+            };
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            // A link to a directory is never followed (it may lead back up: a loop).
+            let linked_dir = kind.is_symlink() && target.is_dir();
+            if !linked_dir && !pattern.matches(&name) {
+                listing.unmatched += 1;
+                continue;
+            }
+            if !target.is_file() {
+                listing.skipped.push(Skipped {
+                    name: path.display().to_string(),
+                    reason: not_regular(kind.is_symlink(), &target.file_type()),
+                });
+                continue;
+            }
+            if let Some(landed) = Landing::landed_local(&path) {
+                listing.files.push(landed);
+            }
         }
-        Ok(found)
+        Ok(())
     }
 
-    async fn list_store(&self, store: &Store) -> Result<Vec<Landed>, LandingError> {
+    /// A local file as landed, or `None` when it went between the listing and this look.
+    fn landed_local(path: &Path) -> Option<Landed> {
+        let identity = ravel_loader::input_files(std::slice::from_ref(&path.to_path_buf())).ok()?;
+        let identity = identity.into_iter().next().expect("one path, one identity");
+        // The identity's version is the modification time in nanoseconds: no second stat.
+        let nanos = identity.version.parse::<u64>().unwrap_or(0);
+        let landed = UNIX_EPOCH + Duration::from_nanos(nanos);
+        let location = Location::Local(PathBuf::from(&identity.name));
+        Some(Landed {
+            identity,
+            landed,
+            location,
+        })
+    }
+
+    async fn list_store(&self, store: &Store) -> Result<Listing, LandingError> {
         let listed: Vec<object_store::ObjectMeta> = store
             .object_store()
             .list(None)
@@ -151,12 +241,13 @@ impl Landing {
                 url: store.location().to_string(),
                 source,
             })?;
-        let mut found = Vec::new();
+        let mut found = Listing::default();
         for meta in listed {
             let Some(name) = meta.location.filename() else {
                 continue;
             };
             if !self.pattern.matches(name) {
+                found.unmatched += 1;
                 continue;
             }
             let landed = SystemTime::from(meta.last_modified);
@@ -164,7 +255,7 @@ impl Landing {
                 .e_tag
                 .clone()
                 .unwrap_or_else(|| nanos(landed).to_string());
-            found.push(Landed {
+            found.files.push(Landed {
                 identity: InputFile {
                     name: format!("{}/{}", store.location(), meta.location),
                     size: meta.size,

@@ -19,16 +19,17 @@ mod config;
 mod http;
 mod landing;
 mod metrics;
+mod overlap;
 mod service;
 mod status;
 mod table;
 
 pub use config::{
     Config, ConfigError, DEFAULT_BATCH_AGE, DEFAULT_BATCH_BYTES, DEFAULT_GC_INTERVAL,
-    DEFAULT_GC_RETENTION, DEFAULT_POLL, TableConfig,
+    DEFAULT_GC_RETENTION, DEFAULT_POLL, DEFAULT_SETTLE, TableConfig,
 };
 pub use http::router;
-pub use landing::{Landed, Landing, LandingError};
+pub use landing::{Landed, Landing, LandingError, Listing, Skipped};
 pub use service::{ServeOptions, Service, Shared};
 pub use status::{Decision, FailedFile, ReplacedFile, TableStatus};
 

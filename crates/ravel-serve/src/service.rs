@@ -128,7 +128,8 @@ impl Service {
                     self.publish();
                     continue;
                 }
-                _ if self.opts.once => break,
+                // Files still settling are taken at a later poll.
+                _ if self.opts.once && !self.tables.iter().any(Table::settling) => break,
                 _ => {}
             }
             if !self.opts.dry_run {

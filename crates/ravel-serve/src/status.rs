@@ -33,6 +33,14 @@ pub struct TableStatus {
     pub failures: u64,
     /// The last failure of a poll, a load or a merge, until a later one succeeds.
     pub last_error: Option<String>,
+    /// Files that changed since the last listing and landed less than the settle time ago:
+    /// taken once a listing finds them unchanged.
+    pub settling_files: usize,
+    /// Files in the landing prefix whose names the pattern does not match.
+    pub unmatched_files: usize,
+    /// Entries whose names match but that are not regular files (pipes, sockets, devices,
+    /// links to directories): never loaded.
+    pub skipped_files: Vec<crate::landing::Skipped>,
     /// Files that could not be loaded: left out of every batch until they change.
     pub failed_files: Vec<FailedFile>,
     /// Files replaced under a name the table already consumed: never loaded again.

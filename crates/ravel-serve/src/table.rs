@@ -23,6 +23,17 @@ pub struct Table {
     pub cfg: TableConfig,
     opened: Option<Opened>,
     pending: Vec<Landed>,
+    /// Files seen changing (or first seen) at the last listing, younger than the settle time:
+    /// taken once a listing finds them as the one before did.
+    settling: Vec<Landed>,
+    /// Each file's identity at the last listing, by name.
+    last_listed: BTreeMap<String, InputFile>,
+    /// The last listing's entries that are not files to read, and its files the pattern left out.
+    skipped: Vec<crate::landing::Skipped>,
+    unmatched: usize,
+    /// A batch failed naming no file: batches of one file until one loads, so the file at
+    /// fault fails alone.
+    isolate: bool,
     /// Files that failed, by `appId`: left out until their content changes.
     failed: BTreeMap<String, FailedFile>,
     replaced: BTreeMap<String, ReplacedFile>,
@@ -103,6 +114,11 @@ impl Table {
             cfg,
             opened: None,
             pending: Vec::new(),
+            settling: Vec::new(),
+            last_listed: BTreeMap::new(),
+            skipped: Vec::new(),
+            unmatched: 0,
+            isolate: false,
             failed: BTreeMap::new(),
             replaced: BTreeMap::new(),
             names: None,
@@ -149,6 +165,9 @@ impl Table {
         s.pending_files = self.pending.len();
         s.pending_bytes = self.pending.iter().map(|f| f.identity.size).sum();
         s.last_load_at = self.last_load.map(unix_secs);
+        s.settling_files = self.settling.len();
+        s.unmatched_files = self.unmatched;
+        s.skipped_files = self.skipped.clone();
         s.failed_files = self.failed.values().cloned().collect();
         s.replaced_files = self.replaced.values().cloned().collect();
         s.next = next;
@@ -163,6 +182,16 @@ impl Table {
         if let Some(oldest) = self.pending.first() {
             return self.batch_decision(now, oldest);
         }
+        if !self.settling.is_empty() {
+            return Decision::new(
+                "wait",
+                format!(
+                    "{} file(s) changed since the last listing or landed less than {} s ago: taken once a listing finds them unchanged",
+                    self.settling.len(),
+                    self.cfg.settle.as_secs_f64()
+                ),
+            );
+        }
         match &self.maintenance {
             Some(p) if p.merge => Decision::new("merge", p.reason.clone()),
             Some(p) => {
@@ -176,7 +205,22 @@ impl Table {
             }
             None => Decision::new(
                 "nothing",
-                "the table has no versions yet; no file is pending",
+                format!(
+                    "the table has no versions yet; no file is pending{}",
+                    self.unmatched_note()
+                ),
+            ),
+        }
+    }
+
+    /// Says how many landed files the pattern leaves out, when it leaves out any and matches
+    /// none.
+    fn unmatched_note(&self) -> String {
+        match (self.unmatched, self.last_listed.is_empty()) {
+            (0, _) | (_, false) => String::new(),
+            (n, true) => format!(
+                " ({n} file(s) in the landing prefix, none matching the pattern {:?})",
+                self.cfg.pattern
             ),
         }
     }
@@ -238,8 +282,11 @@ impl Table {
         if changed || self.maintenance.is_none() {
             self.plan_maintenance(work).await;
         }
-        let listed = self.opened().landing.list().await?;
-        self.sort_landed(listed).await?;
+        let listing = self.opened().landing.list().await?;
+        self.skipped = listing.skipped;
+        self.unmatched = listing.unmatched;
+        let still = self.still(listing.files);
+        self.sort_landed(still).await?;
         Ok(())
     }
 
@@ -295,6 +342,30 @@ impl Table {
             }
         }
         Ok(!entries.is_empty())
+    }
+
+    /// The listed files that are still: listed as the last listing found them, or last changed
+    /// longer than the settle time ago. The others wait in `settling` for the next listing.
+    fn still(&mut self, listed: Vec<Landed>) -> Vec<Landed> {
+        let now = SystemTime::now();
+        let before = std::mem::take(&mut self.last_listed);
+        self.settling.clear();
+        let mut still = Vec::with_capacity(listed.len());
+        for f in listed {
+            self.last_listed
+                .insert(f.identity.name.clone(), f.identity.clone());
+            let unchanged = before.get(&f.identity.name) == Some(&f.identity);
+            match unchanged || age(now, f.landed) >= self.cfg.settle {
+                true => still.push(f),
+                false => self.settling.push(f),
+            }
+        }
+        still
+    }
+
+    /// Whether files wait to be found unchanged by the next listing.
+    pub fn settling(&self) -> bool {
+        !self.settling.is_empty()
     }
 
     /// Splits the listing into pending files, files consumed already, files that failed
@@ -410,7 +481,8 @@ impl Table {
             .iter()
             .filter(|f| format_of(&f.identity.name) == format)
         {
-            if !batch.is_empty() && bytes + f.identity.size > self.cfg.batch_bytes {
+            let full = bytes + f.identity.size > self.cfg.batch_bytes || self.isolate;
+            if !batch.is_empty() && full {
                 break;
             }
             bytes += f.identity.size;

@@ -40,6 +40,13 @@ impl Table {
         batch: &[Landed],
     ) -> Result<ravel_ingest::IngestReport, BatchFailure> {
         let o = self.opened();
+        // A file that changed since it was listed waits until a listing finds it still.
+        if let Some(i) = batch.iter().position(|f| !unchanged(f)) {
+            return Err(BatchFailure {
+                file: Some(i),
+                ..BatchFailure::whole("changed since it was listed".into())
+            });
+        }
         let scratch = tempfile::tempdir().map_err(|e| BatchFailure::whole(e.into()))?;
         let paths = o
             .landing
@@ -74,24 +81,19 @@ impl Table {
         }
         self.errors.clear(Kind::Load);
         self.load_retry.succeeded();
+        self.isolate = false;
     }
 
     fn load_failed(&mut self, work: &Work<'_>, batch: &[Landed], failure: &BatchFailure) {
         let error = format_chain(&*failure.error);
-        // A file that changed or went while it was read is tried again, not marked failed.
-        let file = failure.file.map(|i| &batch[i]).filter(|f| unchanged(f));
-        if let Some(f) = file {
-            tracing::warn!(table = %self.cfg.name, file = %f.identity.name, %error, "a landed file cannot be loaded: left out until it changes");
-            self.failed.insert(
-                f.identity.app_id(),
-                FailedFile {
-                    name: f.identity.name.clone(),
-                    size: f.identity.size,
-                    error,
-                },
-            );
-            work.metrics.failed(&self.cfg.name);
-            self.status.failures += 1;
+        if let Some(f) = failure.file.map(|i| &batch[i]) {
+            // A file that changed or went while it was read is taken again once it is still.
+            match unchanged(f) {
+                true => self.file_failed(work, f, error),
+                false => {
+                    tracing::info!(table = %self.cfg.name, file = %f.identity.name, %error, "a landed file changed while it was read: nothing of it is published; taken again once it is still")
+                }
+            }
             return;
         }
         if failure.partly_consumed {
@@ -99,8 +101,35 @@ impl Table {
             tracing::info!(table = %self.cfg.name, %error, "another writer loaded part of the batch; cutting it again");
             return;
         }
+        match (batch, failure.invalid_input) {
+            // The one file of the batch is at fault.
+            ([f], true) => return self.file_failed(work, f, error),
+            ([_], false) => {}
+            (_, invalid) => {
+                tracing::info!(table = %self.cfg.name, files = batch.len(), %error, "a batch failed naming no file: loading its files one at a time");
+                self.isolate = true;
+                if invalid {
+                    return;
+                }
+            }
+        }
         self.load_retry.failed();
         self.failed_with(work, Kind::Load, error);
+    }
+
+    /// Leaves `f` out of every batch until it changes, with its error in the status.
+    fn file_failed(&mut self, work: &Work<'_>, f: &Landed, error: String) {
+        tracing::warn!(table = %self.cfg.name, file = %f.identity.name, %error, "a landed file cannot be loaded: left out until it changes");
+        self.failed.insert(
+            f.identity.app_id(),
+            FailedFile {
+                name: f.identity.name.clone(),
+                size: f.identity.size,
+                error,
+            },
+        );
+        work.metrics.failed(&self.cfg.name);
+        self.status.failures += 1;
     }
 
     /// Applies the maintenance policy (planned again after conflicts).
@@ -210,6 +239,8 @@ struct BatchFailure {
     file: Option<usize>,
     /// Another writer consumed some of the batch's files first.
     partly_consumed: bool,
+    /// The inputs are at fault (not the store or the process): trying again will not help.
+    invalid_input: bool,
 }
 
 impl BatchFailure {
@@ -218,6 +249,7 @@ impl BatchFailure {
             error,
             file: None,
             partly_consumed: false,
+            invalid_input: false,
         }
     }
 
@@ -227,10 +259,12 @@ impl BatchFailure {
             .failed_input()
             .and_then(|input| paths.iter().position(|p| p.display().to_string() == input));
         let partly_consumed = is_partly_consumed(&e);
+        let invalid_input = e.is_invalid_input();
         BatchFailure {
             error: Box::new(e),
             file,
             partly_consumed,
+            invalid_input,
         }
     }
 }

@@ -1,0 +1,226 @@
+//! What the service takes from a landing directory, run in-process with `once` on small tables:
+//! never a store's own objects, each regular file once, no file that is still being written,
+//! and a file that cannot load fails alone, whatever the reason, the table's first load
+//! included.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use ravel_layout::{ClusteringKey, Layout};
+use ravel_serve::{Config, ServeOptions, Service, TableStatus};
+use ravel_store::Store;
+use tokio_util::sync::CancellationToken;
+
+/// A table whose layout sorts by stream `s`, then key `k`, then time `t`.
+async fn table(dir: &Path) -> (String, Store) {
+    let url = dir.join("store").display().to_string();
+    let store = Store::create(&url).unwrap();
+    let layout = Layout {
+        stream: Some("s".into()),
+        time: Some("t".into()),
+        clustering_key: Some(ClusteringKey {
+            columns: vec!["k".into()],
+            bucket_width: ravel_layout::BucketWidth::from_seconds(86_400).unwrap(),
+        }),
+        ..Layout::default()
+    };
+    ravel_testkit::set_layout(&store, "events", &layout).await;
+    (url, store)
+}
+
+/// `rows` rows of the table's columns, keys from `first`, as a Parquet file at `path`.
+fn rows(path: &Path, first: i64, rows: i64) {
+    let keys: Vec<i64> = (first..first + rows).collect();
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from_iter_values(
+            keys.iter().map(|k| format!("s{}", k % 3)),
+        )),
+        Arc::new(Int64Array::from(keys.clone())),
+        Arc::new(Int64Array::from_iter_values(keys.iter().map(|k| k * 1000))),
+    ];
+    write(path, &["s", "k", "t"], columns);
+}
+
+fn write(path: &Path, names: &[&str], columns: Vec<ArrayRef>) {
+    let fields: Vec<Field> = (names.iter().zip(&columns))
+        .map(|(n, c)| Field::new(*n, c.data_type().clone(), true))
+        .collect();
+    let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap();
+    let file = std::fs::File::create(path).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+}
+
+fn config(store: &str, landing: &Path, extra: &str) -> Config {
+    let text = format!(
+        "poll_interval = \"100ms\"\n[[table]]\nstore = \"{store}\"\nname = \"events\"\nlanding = \"{}\"\npattern = \"*.parquet\"\nbatch_age = \"0s\"\ngc_interval = \"0s\"\n{extra}\n",
+        landing.display()
+    );
+    Config::parse(&text, "serve.toml").unwrap()
+}
+
+/// `serve --once` on `config`, in-process, given at most a minute.
+async fn once(config: Config) -> TableStatus {
+    let tier = ravel_tier::Tier::detect().unwrap();
+    let mut opts = ServeOptions::new(ravel_ingest::IngestOptions::from_tier(&tier));
+    opts.once = true;
+    let run = Service::new(config, opts).run(CancellationToken::new());
+    let statuses = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("--once returns");
+    statuses.into_iter().next().unwrap()
+}
+
+fn landing(dir: &Path) -> PathBuf {
+    let landing = dir.join("landing");
+    std::fs::create_dir(&landing).unwrap();
+    landing
+}
+
+#[test]
+fn a_landing_that_is_holds_or_lies_in_a_store_is_refused_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store").display().to_string();
+    for landing in [
+        dir.path().join("store"),
+        dir.path().join("store/events"),
+        dir.path().to_path_buf(),
+    ] {
+        let text = format!(
+            "[[table]]\nstore = \"{store}\"\nname = \"events\"\nlanding = \"{}\"\npattern = \"*.parquet\"\n",
+            landing.display()
+        );
+        let e = Config::parse(&text, "serve.toml").unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("{:?}", landing.display().to_string()))
+                && e.contains(&format!("the store {store:?}")),
+            "{e}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn links_pipes_and_loops_are_left_out_with_a_note_and_every_file_loads_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = table(dir.path()).await;
+    let landing = landing(dir.path());
+    rows(&landing.join("a.parquet"), 0, 100);
+    rows(&landing.join("b.parquet"), 100, 50);
+    std::os::unix::fs::symlink(landing.join("a.parquet"), landing.join("again.parquet")).unwrap();
+    std::os::unix::fs::symlink(".", landing.join("loop")).unwrap();
+    let fifo = landing.join("pipe.parquet");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.unwrap().success());
+    let s = once(config(&store, &landing, "")).await;
+    assert_eq!((s.rows, s.pending_files), (150, 0), "{s:#?}");
+    assert!(
+        s.last_error.is_none() && s.failed_files.is_empty(),
+        "{s:#?}"
+    );
+    let mut notes: Vec<(String, String)> = (s.skipped_files.iter())
+        .map(|k| {
+            (
+                k.name.rsplit('/').next().unwrap().to_string(),
+                k.reason.clone(),
+            )
+        })
+        .collect();
+    notes.sort();
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(notes[0].0 == "loop" && notes[0].1.contains("a symbolic link to a directory"));
+    assert!(notes[1].0 == "pipe.parquet" && notes[1].1.contains("a named pipe"));
+    // Run again: nothing more.
+    let s = once(config(&store, &landing, "")).await;
+    assert_eq!((s.rows, s.loads), (150, 0), "{s:#?}");
+}
+
+#[tokio::test]
+async fn a_file_of_another_schema_landing_first_fails_alone_and_the_others_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = table(dir.path()).await;
+    let landing = landing(dir.path());
+    // Columns the layout does not name, landed before the table's first file.
+    let other: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![1, 2, 3]))];
+    write(&landing.join("0-other.parquet"), &["x"], other);
+    rows(&landing.join("1-a.parquet"), 0, 100);
+    rows(&landing.join("2-b.parquet"), 100, 100);
+    let s = once(config(&store, &landing, "")).await;
+    assert_eq!(s.rows, 200, "{s:#?}");
+    let failed: Vec<&str> = s.failed_files.iter().map(|f| f.name.as_str()).collect();
+    assert!(
+        failed.len() == 1 && failed[0].ends_with("0-other.parquet"),
+        "{s:#?}"
+    );
+    assert!(s.last_error.is_none(), "{s:#?}");
+}
+
+#[tokio::test]
+async fn a_missing_landing_is_a_standing_error_and_a_pattern_matching_nothing_is_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = table(dir.path()).await;
+    let missing = dir.path().join("no-such-landing");
+    let s = once(config(&store, &missing, "")).await;
+    let error = s.last_error.clone().unwrap_or_default();
+    assert!(
+        error.contains("does not exist") && error.contains("no-such-landing"),
+        "{s:#?}"
+    );
+    let landing = landing(dir.path());
+    std::fs::write(landing.join("a.csv"), "x\n").unwrap();
+    let s = once(config(&store, &landing, "")).await;
+    assert!(s.last_error.is_none(), "{s:#?}");
+    assert_eq!(s.unmatched_files, 1);
+    assert!(
+        s.next.reason.contains("none matching the pattern"),
+        "{s:#?}"
+    );
+}
+
+#[tokio::test]
+async fn a_file_growing_in_the_landing_is_never_published_part_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = table(dir.path()).await;
+    let landing = landing(dir.path());
+    let path = landing.join("growing.tsv");
+    let line = |k: i64| format!("s{}\t{k}\t{}\n", k % 3, k * 1000);
+    std::fs::write(&path, (0..1000).map(line).collect::<String>()).unwrap();
+    // Keep appending while the service runs; the file is whole once the writer stops.
+    let writer = {
+        let path = path.clone();
+        std::thread::spawn(move || {
+            for chunk in 1..40i64 {
+                use std::io::Write;
+                let mut f = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&path)
+                    .unwrap();
+                let text: String = (chunk * 1000..chunk * 1000 + 1000).map(line).collect();
+                f.write_all(text.as_bytes()).unwrap();
+                std::thread::sleep(Duration::from_millis(30));
+            }
+        })
+    };
+    let mut cfg = config(&store, &landing, "settle = \"5s\"");
+    cfg.tables[0].pattern = "*.tsv".into();
+    let tsv = Schema::new(vec![
+        Field::new("s", DataType::Utf8, true),
+        Field::new("k", DataType::Int64, true),
+        Field::new("t", DataType::Int64, true),
+    ]);
+    let tier = ravel_tier::Tier::detect().unwrap();
+    let mut opts = ServeOptions::new(ravel_ingest::IngestOptions::from_tier(&tier));
+    opts.once = true;
+    opts.tsv.schema = Some(Arc::new(tsv));
+    let run = Service::new(cfg, opts).run(CancellationToken::new());
+    let s = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .unwrap()
+        .remove(0);
+    writer.join().unwrap();
+    assert_eq!((s.rows, s.pending_files), (40_000, 0), "{s:#?}");
+    assert!(s.replaced_files.is_empty(), "{s:#?}");
+}
