@@ -7,7 +7,7 @@ use std::str::FromStr;
 use arrow::datatypes::{DataType, Schema};
 use serde::{Deserialize, Serialize};
 
-use crate::{BucketWidth, LayoutError, Maintenance};
+use crate::{BucketWidth, LayoutError, Maintenance, Retention};
 
 /// The document format this build writes and reads.
 pub const LAYOUT_FORMAT: u32 = 1;
@@ -41,6 +41,10 @@ pub struct Layout {
     /// engines may append to or optimize the table, and ravel-load takes their objects back in.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fence: bool,
+    /// How long removed objects, consumed inputs' identities and covered log entries are
+    /// kept; absent from the document while it has the defaults.
+    #[serde(default, skip_serializing_if = "Retention::is_default")]
+    pub retention: Retention,
 }
 
 /// The table property that records [`Layout::fence`] in the table's Delta metadata (the
@@ -174,6 +178,7 @@ impl Default for Layout {
             },
             maintenance: Maintenance::default(),
             fence: false,
+            retention: Retention::default(),
         }
     }
 }
@@ -231,6 +236,9 @@ impl Layout {
         }
         if self.fence {
             p.insert(FENCE_PROPERTY.into(), "true".into());
+        }
+        for r in self.retention.properties() {
+            p.insert(r.name.into(), r.value);
         }
         p
     }
@@ -299,6 +307,7 @@ impl Layout {
             return Err(LayoutError::BadFpp(self.bloom.fpp));
         }
         self.maintenance.validate()?;
+        self.retention.validate()?;
         if let BloomScope::Columns(cols) = &self.bloom.scope {
             if cols.is_empty() {
                 return Err(LayoutError::BadBloomScope(String::new()));

@@ -50,6 +50,13 @@ pub enum LayoutError {
     )]
     BadTimeColumn { column: String, data_type: DataType },
 
+    #[error("retention {setting} {value}: {reason}")]
+    BadRetention {
+        setting: &'static str,
+        value: String,
+        reason: String,
+    },
+
     #[error("Bloom filter false-positive rate {0} must be above 0 and below 1")]
     BadFpp(f64),
 

@@ -7,6 +7,7 @@ mod document;
 mod error;
 mod maintenance;
 mod order;
+mod retention;
 mod service;
 
 pub use bucket::{BucketWidth, parse_seconds};
@@ -17,4 +18,8 @@ pub use document::{
 pub use error::LayoutError;
 pub use maintenance::{MAX_POLICY_RUNS, Maintenance, MaintenanceMode};
 pub use order::{ClusteringOrder, clustering_permutation, normalized_order, time_bucket};
+pub use retention::{
+    FILES_PROPERTY, INPUTS_PROPERTY, LOG_PROPERTY, Retention, RetentionProperty, interval,
+    parse_interval,
+};
 pub use service::{LayoutStore, TableSchema, Updated};

@@ -15,13 +15,14 @@ pub struct GcArgs {
     #[command(flatten)]
     pub table: crate::flags::TableArgs,
     /// Delete unreferenced objects last written, or removed by a compaction, longer ago than
-    /// this (e.g. 24h, 7d, 0s): readers of older versions keep reading within it. While
+    /// this (e.g. 24h, 7d, 0s): readers of older versions keep reading within it. By default
+    /// the table's files retention (`layout retention`, 7 days unless set). While
     /// a load runs (it holds a lease under `<table>/_leases/`), gc deletes nothing and names
     /// the load and exits 3; a lease not rewritten for 10 minutes, dated more than 10 minutes
     /// ahead of the store's clock, or whose process on this host is gone, is stale and no
     /// longer blocks. Ages are by the store's clock (gc writes `_ravel/clock` to read it).
-    #[arg(long, default_value = "24h")]
-    pub older_than: String,
+    #[arg(long)]
+    pub older_than: Option<String>,
     /// Report only; delete nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -31,12 +32,21 @@ pub struct GcArgs {
 }
 
 pub fn run(args: GcArgs) -> Result<()> {
-    let secs = ravel_layout::parse_seconds(&args.older_than)
-        .map_err(|e| BadInput(format!("--older-than {:?}: {e}", args.older_than)))?;
+    let given = (args.older_than.as_ref())
+        .map(|t| {
+            ravel_layout::parse_seconds(t).map_err(|e| BadInput(format!("--older-than {t:?}: {e}")))
+        })
+        .transpose()?;
     let store = Store::open(&args.table.store)?;
-    let opts = GcOptions::new(Duration::from_secs(secs), args.dry_run);
     let report = crate::runtime()?
-        .block_on(gc(&store, &args.table.name, &opts))
+        .block_on(async {
+            let secs = match given {
+                Some(s) => s,
+                None => files_retention(&store, &args.table.name).await?,
+            };
+            let opts = GcOptions::new(Duration::from_secs(secs), args.dry_run);
+            Ok::<_, anyhow::Error>(gc(&store, &args.table.name, &opts).await?)
+        })
         .with_context(|| {
             format!(
                 "collecting table {:?} in {}",
@@ -46,12 +56,24 @@ pub fn run(args: GcArgs) -> Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print_report(&report, &args.older_than);
+        let shown = args.older_than.clone().unwrap_or_else(|| {
+            let window = ravel_layout::interval(report.older_than_s);
+            let window = window.trim_start_matches("interval ");
+            format!("{window} (the table's files retention)")
+        });
+        print_report(&report, &shown);
     }
     if !report.dry_run && !report.blocked_by.is_empty() {
         return Err(Blocked(report.blocked_by.join(", ")).into());
     }
     Ok(())
+}
+
+/// The table's files retention (`layout retention`), in seconds: `gc`'s retention unless
+/// `--older-than` is given.
+async fn files_retention(store: &Store, table: &str) -> Result<u64> {
+    let layout = ravel_layout::LayoutStore::new(store, table)?.load().await?;
+    Ok(layout.retention.files_s)
 }
 
 /// A gc that running loads kept from deleting (exit 3, so that a scheduled gc notices).

@@ -43,6 +43,32 @@ pub enum LayoutCommand {
     /// Whether other Delta writers are fenced off the table (a writer feature they refuse).
     #[command(subcommand)]
     Fence(FenceCommand),
+    /// How long removed objects, consumed inputs' identities and covered log entries are kept
+    /// (Delta's retention properties, in the table's metadata).
+    #[command(subcommand)]
+    Retention(RetentionCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RetentionCommand {
+    /// Set the windows (e.g. 7d, 30d, 12h); windows not named keep their stored values. The
+    /// table's Delta metadata records them from the version this commits on.
+    Set {
+        /// Removed objects stay readable this long; `gc` deletes them after
+        /// (delta.deletedFileRetentionDuration, default 7d).
+        #[arg(long)]
+        files: Option<String>,
+        /// Consumed inputs' identities are kept this long (delta.setTransactionRetentionDuration,
+        /// default 30d).
+        #[arg(long)]
+        inputs: Option<String>,
+        /// Log entries a checkpoint covers are kept this long (delta.logRetentionDuration,
+        /// default 30d).
+        #[arg(long)]
+        log: Option<String>,
+    },
+    /// Print the windows and the Delta properties that carry them.
+    Show,
 }
 
 #[derive(Subcommand, Debug)]
@@ -213,6 +239,7 @@ pub fn run(args: LayoutArgs) -> Result<()> {
             | LayoutCommand::Schema(SchemaCommand::Show)
             | LayoutCommand::Maintenance(MaintenanceCommand::Show)
             | LayoutCommand::Fence(FenceCommand::Show)
+            | LayoutCommand::Retention(RetentionCommand::Show)
     );
     let store = if writes {
         Store::create(&args.table.store)?
@@ -338,6 +365,9 @@ pub fn run(args: LayoutArgs) -> Result<()> {
             LayoutCommand::Fence(c) => fence(&store, &table, &service, &start, c)
                 .await
                 .with_context(ctx),
+            LayoutCommand::Retention(c) => retention(&store, &table, &service, &start, c)
+                .await
+                .with_context(ctx),
             LayoutCommand::Schema(c) => match c {
                 SchemaCommand::Set {
                     from,
@@ -448,6 +478,44 @@ async fn fence(
     match ravel_loader::commit_settings(store, table).await? {
         Some(v) => println!("recorded in the table's protocol: version {v}"),
         None => println!("the table's protocol has it already, or its first load records it"),
+    }
+    Ok(())
+}
+
+async fn retention(
+    store: &Store,
+    table: &str,
+    service: &LayoutStore,
+    start: &Option<Layout>,
+    command: RetentionCommand,
+) -> Result<()> {
+    let RetentionCommand::Set { files, inputs, log } = command else {
+        print!("{}", service.load().await?.retention);
+        return Ok(());
+    };
+    let seconds = |flag: &str, value: Option<String>| -> Result<Option<u64>> {
+        let parse = |v: &String| ravel_layout::parse_seconds(v);
+        let parsed = value.as_ref().map(parse).transpose();
+        parsed
+            .map_err(|e| BadInput(format!("--{flag} {:?}: {e}", value.unwrap_or_default())).into())
+    };
+    let (files, inputs, log) = (
+        seconds("files", files)?,
+        seconds("inputs", inputs)?,
+        seconds("log", log)?,
+    );
+    let u = update(service, start, |l| {
+        let r = &mut l.retention;
+        r.files_s = files.unwrap_or(r.files_s);
+        r.inputs_s = inputs.unwrap_or(r.inputs_s);
+        r.log_s = log.unwrap_or(r.log_s);
+        r.validate()
+    })
+    .await?;
+    report("retention", &u)?;
+    match ravel_loader::commit_settings(store, table).await? {
+        Some(v) => println!("recorded in the table's metadata: version {v}"),
+        None => println!("the table's metadata has it already, or its first load records it"),
     }
     Ok(())
 }

@@ -18,8 +18,6 @@ pub const DEFAULT_BATCH_AGE: Duration = Duration::from_secs(60);
 pub const DEFAULT_SETTLE: Duration = Duration::from_secs(10);
 /// How often `gc` runs on a table, by default.
 pub const DEFAULT_GC_INTERVAL: Duration = Duration::from_secs(3600);
-/// How old an unreferenced object must be before `gc` deletes it, by default.
-pub const DEFAULT_GC_RETENTION: Duration = Duration::from_secs(3600);
 
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
@@ -60,9 +58,10 @@ pub struct TableConfig {
     /// How often `gc` runs on the table; `"0s"` never.
     #[serde(default = "default_gc_interval", deserialize_with = "duration")]
     pub gc_interval: Duration,
-    /// How old an unreferenced object must be before `gc` deletes it.
-    #[serde(default = "default_gc_retention", deserialize_with = "duration")]
-    pub gc_retention: Duration,
+    /// How old an unreferenced object must be before `gc` deletes it; by default the table's
+    /// files retention (its layout's `retention`).
+    #[serde(default, deserialize_with = "some_duration")]
+    pub gc_retention: Option<Duration>,
 }
 
 /// Why a configuration cannot be used. The message names the key.
@@ -195,8 +194,9 @@ fn default_settle() -> Duration {
 fn default_gc_interval() -> Duration {
     DEFAULT_GC_INTERVAL
 }
-fn default_gc_retention() -> Duration {
-    DEFAULT_GC_RETENTION
+
+fn some_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    duration(d).map(Some)
 }
 
 /// A duration written as humans do: `"90s"`, `"5m"`, `"1h 30m"`, `"500ms"`.
@@ -229,7 +229,7 @@ mod tests {
         assert_eq!((t.name.as_str(), t.pattern.as_str()), ("hits", "*.parquet"));
         assert_eq!(t.batch_bytes, DEFAULT_BATCH_BYTES);
         assert_eq!(t.batch_age, DEFAULT_BATCH_AGE);
-        assert_eq!(t.gc_retention, DEFAULT_GC_RETENTION);
+        assert_eq!(t.gc_retention, None);
         assert!(!t.sorted);
     }
 

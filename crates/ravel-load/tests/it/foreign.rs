@@ -429,6 +429,20 @@ fn delta_rs_appends_and_rewrites_and_ravel_reads_verifies_and_takes_them_in() {
     rt.block_on(t.delta_append(5600, 5700)).unwrap();
     assert_eq!(t.ravel(), expected(5700));
     assert_eq!(t.kernel(), kernel_expected(5700));
+
+    // The retention windows are Delta's properties: delta-rs reads them as set.
+    t.ok("layout retention set --files 1h --inputs 2d --log 90s");
+    let table = rt.block_on(t.delta_rs());
+    let props = table.snapshot().unwrap().table_config().clone();
+    let secs = |d: Option<std::time::Duration>| d.map(|d| d.as_secs());
+    assert_eq!(
+        (
+            secs(props.deleted_file_retention_duration),
+            secs(props.set_transaction_retention_duration),
+            secs(props.log_retention_duration)
+        ),
+        (Some(3_600), Some(172_800), Some(90))
+    );
 }
 
 /// `maintain --dry-run` on a table delta-rs appended to plans what `maintain` then does: the

@@ -215,12 +215,25 @@ impl Table {
             return;
         }
         self.next_gc = Some(now + self.cfg.gc_interval);
-        let opts = ravel_gc::GcOptions::new(self.cfg.gc_retention, false);
-        match ravel_gc::gc(&o.store, &self.cfg.name, &opts).await {
+        let retention = match self.cfg.gc_retention {
+            Some(r) => Ok(r),
+            None => files_retention(&o.store, &self.cfg.name).await,
+        };
+        let done = match retention {
+            Ok(r) => ravel_gc::gc(
+                &o.store,
+                &self.cfg.name,
+                &ravel_gc::GcOptions::new(r, false),
+            )
+            .await
+            .map_err(|e| format_chain(&e)),
+            Err(e) => Err(format_chain(&e)),
+        };
+        match done {
             Ok(r) => {
                 tracing::info!(table = %self.cfg.name, deleted = r.deleted, deleted_bytes = r.deleted_bytes, blocked_by = r.blocked_by.len(), "gc")
             }
-            Err(e) => self.failed_with(work, Kind::Gc, format!("gc: {}", format_chain(&e))),
+            Err(e) => self.failed_with(work, Kind::Gc, format!("gc: {e}")),
         }
     }
 
@@ -230,6 +243,16 @@ impl Table {
         self.errors.set(kind, error);
         work.metrics.failed(&self.cfg.name);
     }
+}
+
+/// The table's files retention (its layout's), `gc`'s retention unless the configuration
+/// sets one.
+async fn files_retention(
+    store: &ravel_store::Store,
+    table: &str,
+) -> Result<std::time::Duration, ravel_layout::LayoutError> {
+    let layout = ravel_layout::LayoutStore::new(store, table)?.load().await?;
+    Ok(std::time::Duration::from_secs(layout.retention.files_s))
 }
 
 /// Why a batch failed, and the file it failed on when one file did.
