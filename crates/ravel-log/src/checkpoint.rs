@@ -19,7 +19,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde::{Deserialize, Serialize};
 
-use crate::actions::{ActionLine, decode_entry, encode_entry};
+use crate::actions::{ActionLine, Remove, decode_entry, encode_entry};
 use crate::{LogError, Snapshot};
 
 /// Versions between checkpoints (Delta's default).
@@ -113,8 +113,21 @@ pub fn checkpoint_schema() -> SchemaRef {
     ]))
 }
 
-/// The actions of `snapshot` as a checkpoint: protocol, metadata, its objects, its tombstones.
+/// The actions of `snapshot` as a checkpoint written now (see [`checkpoint_actions_at`]).
 pub fn checkpoint_actions(snapshot: &Snapshot) -> Vec<ActionLine> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    checkpoint_actions_at(snapshot, now)
+}
+
+/// The actions of `snapshot` as a checkpoint written at `now_ms` (Unix milliseconds):
+/// protocol, metadata, its objects, its transaction identifiers, and the tombstones of
+/// objects removed within the table's files window (`delta.deletedFileRetentionDuration`):
+/// older ones are past the time readers of older versions may read them, as Delta's own
+/// checkpoints leave them out. A tombstone with no deletion time is kept.
+pub fn checkpoint_actions_at(snapshot: &Snapshot, now_ms: i64) -> Vec<ActionLine> {
+    let oldest = now_ms.saturating_sub(crate::files_window_ms(snapshot.metadata.as_ref()));
     let mut out = Vec::new();
     if let Some(p) = &snapshot.protocol {
         out.push(ActionLine {
@@ -134,7 +147,8 @@ pub fn checkpoint_actions(snapshot: &Snapshot) -> Vec<ActionLine> {
             ..ActionLine::default()
         });
     }
-    for r in snapshot.tombstones() {
+    let live = |r: &Remove| r.deletion_timestamp.is_none_or(|t| t >= oldest);
+    for r in snapshot.tombstones().filter(live) {
         out.push(ActionLine {
             remove: Some(r),
             ..ActionLine::default()
@@ -215,4 +229,137 @@ pub fn decode_checkpoint(bytes: Bytes) -> Result<Vec<ActionLine>, LogError> {
             .map_err(|e| internal("reading the checkpoint", e))?;
     }
     decode_entry(&json).map_err(|(line, e)| internal(&format!("checkpoint row {line}"), e))
+}
+
+#[cfg(test)]
+mod retention {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::{Add, Format, LogEntry, Metadata, Txn};
+
+    const DAY_MS: i64 = 86_400_000;
+
+    fn metadata(files_window: Option<&str>) -> ActionLine {
+        let configuration = files_window
+            .map(|w| BTreeMap::from([(crate::FILES_PROPERTY.to_string(), w.to_string())]))
+            .unwrap_or_default();
+        ActionLine {
+            meta_data: Some(Metadata {
+                id: "t".into(),
+                name: None,
+                format: Format {
+                    provider: "parquet".into(),
+                    options: BTreeMap::new(),
+                },
+                schema_string: "{}".into(),
+                partition_columns: Vec::new(),
+                configuration,
+                created_time: Some(0),
+            }),
+            ..ActionLine::default()
+        }
+    }
+
+    fn add(path: &str) -> ActionLine {
+        ActionLine {
+            add: Some(Add {
+                path: path.into(),
+                partition_values: BTreeMap::new(),
+                size: 1,
+                modification_time: 0,
+                data_change: true,
+                stats: None,
+                tags: None,
+            }),
+            ..ActionLine::default()
+        }
+    }
+
+    fn remove(path: &str, at: Option<i64>) -> ActionLine {
+        ActionLine {
+            remove: Some(Remove {
+                path: path.into(),
+                deletion_timestamp: at,
+                data_change: true,
+                extended_file_metadata: None,
+                partition_values: None,
+                size: Some(1),
+                tags: None,
+            }),
+            ..ActionLine::default()
+        }
+    }
+
+    /// A table of `n` versions: version v adds object v and removes object v - 3 at day v (and
+    /// version 7 removes with no time); one `txn` per version.
+    fn history(n: u64, files_window: Option<&str>) -> Snapshot {
+        let mut s = Snapshot::default();
+        for v in 0..n {
+            let mut actions = vec![add(&format!("o{v}"))];
+            if v == 0 {
+                actions.push(metadata(files_window));
+            }
+            if v >= 3 {
+                let at = (v != 7).then_some(v as i64 * DAY_MS);
+                actions.push(remove(&format!("o{}", v - 3), at));
+            }
+            actions.push(ActionLine {
+                txn: Some(Txn {
+                    app_id: format!("load-{v}"),
+                    version: v as i64,
+                    last_updated: Some(v as i64 * DAY_MS),
+                }),
+                ..ActionLine::default()
+            });
+            s.apply(&LogEntry {
+                version: v,
+                actions,
+            });
+        }
+        s
+    }
+
+    /// What the checkpoint must hold, from the history's rules alone: live objects and
+    /// tombstones.
+    fn model(n: u64, window_ms: i64, now: i64) -> (Vec<String>, Vec<String>) {
+        let live = (n.saturating_sub(3)..n).map(|v| format!("o{v}")).collect();
+        let tombstones = (3..n)
+            .filter(|&v| v == 7 || v as i64 * DAY_MS >= now - window_ms)
+            .map(|v| format!("o{}", v - 3))
+            .collect();
+        (live, tombstones)
+    }
+
+    fn sorted(actions: &[ActionLine], path: impl Fn(&ActionLine) -> Option<String>) -> Vec<String> {
+        let mut out: Vec<String> = actions.iter().filter_map(path).collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn a_checkpoint_keeps_the_tombstones_of_the_files_window_and_every_live_object() {
+        let windows = [
+            (None, 7 * DAY_MS),
+            (Some("interval 2 days"), 2 * DAY_MS),
+            (Some("interval 36 hours"), 3 * DAY_MS / 2),
+        ];
+        for (window, window_ms) in windows {
+            for n in [0, 3, 8, 30] {
+                for now_day in [0, 5, 12, 40] {
+                    let now = now_day * DAY_MS + DAY_MS / 2;
+                    let actions = checkpoint_actions_at(&history(n, window), now);
+                    let live = sorted(&actions, |a| Some(a.add.as_ref()?.path.clone()));
+                    let gone = sorted(&actions, |a| Some(a.remove.as_ref()?.path.clone()));
+                    let (mut want_live, mut want_gone) = model(n, window_ms, now);
+                    want_live.sort();
+                    want_gone.sort();
+                    let case = format!("window {window:?}, {n} versions, day {now_day}");
+                    assert_eq!((live, gone), (want_live, want_gone), "{case}");
+                    let txns = actions.iter().filter(|a| a.txn.is_some()).count();
+                    assert_eq!(txns as u64, n, "{case}");
+                }
+            }
+        }
+    }
 }

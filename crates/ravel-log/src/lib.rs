@@ -35,6 +35,7 @@ pub mod consumed;
 mod error;
 mod foreign;
 mod references;
+mod retention;
 mod schema;
 mod snapshot;
 mod stats;
@@ -45,8 +46,8 @@ pub use actions::{
     TAG_POSITION, decode_entry, encode_entry,
 };
 pub use checkpoint::{
-    CHECKPOINT_INTERVAL, LastCheckpoint, checkpoint_actions, checkpoint_schema, decode_checkpoint,
-    encode_checkpoint,
+    CHECKPOINT_INTERVAL, LastCheckpoint, checkpoint_actions, checkpoint_actions_at,
+    checkpoint_schema, decode_checkpoint, encode_checkpoint,
 };
 pub use checksum::{ChecksumMismatch, Counts, VersionChecksum};
 pub use commit::{Commit, Committed, Operation, Published, published_in};
@@ -57,6 +58,10 @@ pub use foreign::{
     fenced,
 };
 pub use references::References;
+pub use retention::{
+    DEFAULT_FILES_S, FILES_PROPERTY, INPUTS_PROPERTY, LOG_PROPERTY, files_window_ms, interval,
+    parse_interval,
+};
 pub use schema::{
     DeltaSchema, NO_DELTA_VIEW_FEATURE, UnmappedColumn, delta_schema, delta_type, no_delta_view,
     parquet_reads_as, protocol_for,

@@ -1,0 +1,97 @@
+//! The table's retention windows as its Delta metadata records them (`interval N unit`
+//! values of Delta's own properties), and what a checkpoint keeps under them.
+
+use crate::Metadata;
+
+/// Delta's property for how long a removed object stays readable (and its tombstone stays in
+/// checkpoints).
+pub const FILES_PROPERTY: &str = "delta.deletedFileRetentionDuration";
+/// Delta's property for how long a writer's transaction identifiers (`txn`) are kept.
+pub const INPUTS_PROPERTY: &str = "delta.setTransactionRetentionDuration";
+/// Delta's property for how long log entries are kept once a checkpoint covers them.
+pub const LOG_PROPERTY: &str = "delta.logRetentionDuration";
+
+/// Delta's default files window: 7 days.
+pub const DEFAULT_FILES_S: u64 = 7 * 86_400;
+
+/// Seconds in Delta's `interval N unit` form, in the largest unit that divides them exactly
+/// (as Spark and delta-rs read it): `interval 7 days`, `interval 90 seconds`.
+pub fn interval(seconds: u64) -> String {
+    let units = [
+        (86_400, "day"),
+        (3_600, "hour"),
+        (60, "minute"),
+        (1, "second"),
+    ];
+    let (size, unit) = units
+        .into_iter()
+        .find(|(size, _)| seconds.is_multiple_of(*size) && seconds > 0)
+        .unwrap_or((1, "second"));
+    let n = seconds / size;
+    let plural = if n == 1 { "" } else { "s" };
+    format!("interval {n} {unit}{plural}")
+}
+
+/// Parses Delta's `interval N unit` (units from seconds to weeks, singular or plural) into
+/// seconds; `None` when it is not that form.
+pub fn parse_interval(text: &str) -> Option<u64> {
+    let mut words = text.split_whitespace();
+    if !words.next()?.eq_ignore_ascii_case("interval") {
+        return None;
+    }
+    let n: u64 = words.next()?.parse().ok()?;
+    let unit = words.next()?.to_ascii_lowercase();
+    let unit = unit.strip_suffix('s').unwrap_or(&unit);
+    let size = match unit {
+        "second" => 1,
+        "minute" => 60,
+        "hour" => 3_600,
+        "day" => 86_400,
+        "week" => 7 * 86_400,
+        _ => return None,
+    };
+    match words.next() {
+        Some(_) => None,
+        None => n.checked_mul(size),
+    }
+}
+
+/// The files window `metadata` records, in milliseconds: Delta's default when it records none
+/// (or one that does not parse).
+pub fn files_window_ms(metadata: Option<&Metadata>) -> i64 {
+    let recorded = metadata
+        .and_then(|m| m.configuration.get(FILES_PROPERTY))
+        .and_then(|v| parse_interval(v));
+    let seconds = recorded.unwrap_or(DEFAULT_FILES_S);
+    i64::try_from(seconds.saturating_mul(1000)).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_are_written_in_the_largest_exact_unit_and_read_back() {
+        let cases = [
+            (7 * 86_400, "interval 7 days"),
+            (86_400, "interval 1 day"),
+            (90, "interval 90 seconds"),
+            (7_200, "interval 2 hours"),
+            (120, "interval 2 minutes"),
+        ];
+        for (seconds, text) in cases {
+            assert_eq!(interval(seconds), text);
+            assert_eq!(parse_interval(text), Some(seconds));
+        }
+        assert_eq!(parse_interval("interval 1 week"), Some(7 * 86_400));
+        assert_eq!(parse_interval("INTERVAL 3 Hours"), Some(10_800));
+        for bad in [
+            "7 days",
+            "interval days",
+            "interval 1 fortnight",
+            "interval 1 day x",
+        ] {
+            assert_eq!(parse_interval(bad), None, "{bad}");
+        }
+    }
+}
