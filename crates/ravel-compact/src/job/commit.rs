@@ -13,7 +13,7 @@ use ravel_manifest::{BloomIndex, MANIFEST_FORMAT, Manifest, ObjectEntry};
 use ravel_store::{Store, TablePaths};
 use serde::Serialize;
 
-use super::{Job, JobError, JobOperation, StepResult, StepWork};
+use super::{Job, JobError, JobOperation, StepResult, StepWork, check};
 use crate::CompactError;
 use crate::plan::Window;
 use crate::publish::Publisher;
@@ -83,8 +83,10 @@ impl CommitReport {
     }
 }
 
-/// Publishes `c.job`'s steps (see [`CommitMode`]). A load's version records its inputs as
-/// consumed, so that a commit run again, or a rerun of the whole job, publishes nothing twice.
+/// Publishes `c.job`'s steps (see [`CommitMode`]), once the plan and the results check out
+/// (see [`super::CheckError`]): before anything is written, a plan or a result that disagrees
+/// is refused. A load's version records its inputs as consumed, so that a commit run again, or a
+/// rerun of the whole job, publishes nothing twice.
 /// A merge's version conflicts when one of its inputs left the table since the plan
 /// ([`ravel_log::LogError::TableChanged`]); other versions committed meanwhile are read and the
 /// commit is retried on top of them. The job's scratch is deleted after a load's commit.
@@ -96,25 +98,28 @@ pub async fn commit(store: &Store, c: Commit<'_>) -> Result<CommitReport, Compac
     if c.mode == CommitMode::PerStep && job.operation == JobOperation::Load {
         return Err(JobError::PerStepLoad.into());
     }
-    let results = by_step(job, c.results)?;
+    let paths = TablePaths::new(&job.table)?;
+    let plan = check::Plan::new(job, &paths).map_err(JobError::from)?;
+    let results = by_step(&plan, job, c.results)?;
     let layouts = LayoutStore::new(store, &job.table)?;
     let layout = layouts.load().await?;
     job.check_layout(&layout)?;
-    let paths = layouts.table().clone();
+    check::sort_key(job, &layout).map_err(JobError::from)?;
     let groups = match c.mode {
         CommitMode::Whole => vec![job.merge_steps().map(|s| s.index).collect()],
         CommitMode::PerStep => groups(job),
     };
     let mut report = empty_report(job);
-    let split_bytes = match job.operation {
-        JobOperation::Load => split_written(store, job, &paths).await,
-        _ => 0,
+    let splits = match job.operation {
+        JobOperation::Load => stored_splits(store, &plan, job, &paths).await?,
+        _ => BTreeMap::new(),
     };
+    let split_bytes: u64 = splits.values().map(|r| r.cost.written_bytes).sum();
     for steps in groups {
         let group = Group {
             steps,
             mode: c.mode,
-            split_bytes,
+            splits: &splits,
         };
         let outcome = publish_group(store, job, &layout, &paths, &results, group, &mut report);
         let outcome = outcome.await?;
@@ -154,29 +159,73 @@ fn empty_report(job: &Job) -> CommitReport {
     }
 }
 
-/// The results by step, checked to belong to the job; the first of a step's results is kept.
-fn by_step(job: &Job, results: Vec<StepResult>) -> Result<BTreeMap<usize, StepResult>, JobError> {
+/// The results by step, each checked to belong to the job and against its step; the first of
+/// a step's results is kept.
+fn by_step(
+    plan: &check::Plan<'_>,
+    job: &Job,
+    results: Vec<StepResult>,
+) -> Result<BTreeMap<usize, StepResult>, JobError> {
     let mut out = BTreeMap::new();
     for r in results {
-        if r.job != job.id {
-            return Err(JobError::OtherJob {
-                job: job.id.clone(),
-                step: r.step,
-                found: r.job,
-            });
-        }
-        job.check_step(r.step)?;
+        belongs(plan, job, &r)?;
         out.entry(r.step).or_insert(r);
     }
     Ok(out)
 }
 
+/// A result of one of the job's steps, that agrees with that step.
+fn belongs(plan: &check::Plan<'_>, job: &Job, r: &StepResult) -> Result<(), JobError> {
+    if r.job != job.id {
+        return Err(JobError::OtherJob {
+            job: job.id.clone(),
+            step: r.step,
+            found: r.job.clone(),
+        });
+    }
+    job.check_step(r.step)?;
+    Ok(plan.result(r)?)
+}
+
+/// The split steps' results as the merge steps read them (from the job's scratch), each
+/// checked like a result handed in; a split step whose result is gone (its job committed
+/// already, the scratch cleared) has none.
+async fn stored_splits(
+    store: &Store,
+    plan: &check::Plan<'_>,
+    job: &Job,
+    paths: &TablePaths,
+) -> Result<BTreeMap<usize, StepResult>, JobError> {
+    let read = job.split_steps().map(|(step, share)| async move {
+        let key = super::split_result(paths, &job.id, share);
+        match super::step::get_json::<StepResult>(store, &key, "a split result").await {
+            Ok(r) if r.step == step => belongs(plan, job, &r).map(|()| Some(r)),
+            Ok(r) => Err(check::CheckError::SplitStored {
+                share,
+                step,
+                found: r.step,
+            }
+            .into()),
+            Err(JobError::Read {
+                source: object_store::Error::NotFound { .. },
+                ..
+            }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    });
+    let read: Vec<Option<StepResult>> = futures::stream::iter(read)
+        .buffered(SIDECAR_READS)
+        .try_collect()
+        .await?;
+    Ok(read.into_iter().flatten().map(|r| (r.step, r)).collect())
+}
+
 /// Merge steps committed together, and how the job is committed.
-struct Group {
+struct Group<'a> {
     steps: Vec<usize>,
     mode: CommitMode,
-    /// Bytes a load's split steps stored (its spill).
-    split_bytes: u64,
+    /// A load's split results as the store holds them, by step.
+    splits: &'a BTreeMap<usize, StepResult>,
 }
 
 /// Publishes one group of merge steps as one version, or reports the steps it lacks.
@@ -186,13 +235,13 @@ async fn publish_group(
     layout: &Layout,
     paths: &TablePaths,
     results: &BTreeMap<usize, StepResult>,
-    group: Group,
+    group: Group<'_>,
     report: &mut CommitReport,
 ) -> Result<GroupOutcome, CompactError> {
     let Group {
         steps,
         mode,
-        split_bytes,
+        splits,
     } = group;
     let missing: Vec<usize> = steps
         .iter()
@@ -236,6 +285,10 @@ async fn publish_group(
         JobOperation::Load => ravel_log::published_in(paths, &newest, &manifest)?,
         _ => merged_already(paths, &newest, &manifest, &removes)?,
     };
+    // A load is checked whenever it records its inputs; a merge whenever it writes.
+    if job.operation == JobOperation::Load || live.is_none() {
+        check_group(store, job, &steps, &ordered, splits).await?;
+    }
     if live.is_none() {
         let with_rows: Vec<&&StepResult> =
             ordered.iter().filter(|r| !r.objects.is_empty()).collect();
@@ -248,6 +301,7 @@ async fn publish_group(
                 reload: false,
             };
             let merged = ordered.iter().map(|r| r.cost.written_bytes).sum::<u64>();
+            let split_bytes: u64 = splits.values().map(|r| r.cost.written_bytes).sum();
             let stored: u64 = manifest.objects.iter().map(|o| o.bytes).sum();
             let spilled = (split_bytes + merged).saturating_sub(stored);
             publisher.load(&manifest, spilled, consumed).await
@@ -513,10 +567,38 @@ async fn read(store: &Store, key: &str) -> Result<bytes::Bytes, JobError> {
         .map_err(failed)
 }
 
+/// Checks a group of merge steps before it is published (see [`check::group`]).
+async fn check_group(
+    store: &Store,
+    job: &Job,
+    steps: &[usize],
+    results: &[&StepResult],
+    splits: &BTreeMap<usize, StepResult>,
+) -> Result<(), JobError> {
+    if job.operation == JobOperation::Load {
+        check::splits_done(job, splits)?;
+    }
+    let g = check::Group {
+        job,
+        results,
+        splits,
+        inputs: input_objects(job, steps).into_values().collect(),
+    };
+    check::group(store, &g).await
+}
+
 /// The objects a group of merge steps reads: every object of its sets that holds a key of one
 /// of its ranges.
 fn inputs_of(job: &Job, steps: &[usize]) -> Vec<String> {
-    let mut keys = BTreeSet::new();
+    input_objects(job, steps)
+        .into_keys()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The objects a group of merge steps reads, by key, each with its set.
+fn input_objects<'a>(job: &'a Job, steps: &[usize]) -> BTreeMap<&'a str, (usize, &'a ObjectEntry)> {
+    let mut out = BTreeMap::new();
     for s in steps {
         if let StepWork::Merge {
             set: Some(i),
@@ -531,12 +613,12 @@ fn inputs_of(job: &Job, steps: &[usize]) -> Vec<String> {
             };
             for o in job.sets[*i].iter().flat_map(|c| &c.objects) {
                 if crate::window::within(o, &w) {
-                    keys.insert(o.key.clone());
+                    out.insert(o.key.as_str(), (*i, o));
                 }
             }
         }
     }
-    keys.into_iter().collect()
+    out
 }
 
 /// Whether a merge's objects are live already (its commit run again). An output that is also
@@ -578,18 +660,6 @@ async fn entry_bytes(store: &Store, paths: &TablePaths, version: u64) -> u64 {
         .head(&paths.log_entry(version))
         .await
         .map_or(0, |m| m.size)
-}
-
-/// Bytes the split steps stored (their results in the job's scratch).
-async fn split_written(store: &Store, job: &Job, paths: &TablePaths) -> u64 {
-    let mut total = 0;
-    for (_, share) in job.split_steps() {
-        let key = super::split_result(paths, &job.id, share);
-        if let Ok(r) = super::step::get_json::<StepResult>(store, &key, "a split result").await {
-            total += r.cost.written_bytes;
-        }
-    }
-    total
 }
 
 /// Deletes the job's scratch: its directory and every split attempt's spill. A failure is

@@ -29,13 +29,22 @@
 //! stands; every attempt lists the same rows); it never touches the log. Two attempts of one
 //! merge step write the same bytes under the same names, so a retry cannot change the outcome. Objects of failed or
 //! superseded attempts are unreferenced: `gc` collects them under its lease and retention rules.
+//!
+//! **What the commit trusts.** Nothing in the plan or the results it is handed: before anything
+//! is published it checks the plan against itself, each result against its step, the results'
+//! objects against their footers in the store, and that every row is published once (see
+//! [`CheckError`] for each rule). The store's own records (a split step's result, which the
+//! merge steps read) are taken as written.
 
+mod check;
 mod commit;
+mod footer;
 mod plan;
 mod sample;
 mod step;
 
 pub use crate::Merge;
+pub use check::{CheckError, Holder};
 pub use commit::{Commit, CommitMode, CommitReport, GroupOutcome, commit};
 pub use plan::{PlanOptions, plan_compact, plan_load};
 pub use step::run_step;
@@ -49,8 +58,9 @@ use serde_json::Value;
 
 use crate::plan::{Chain, InputObject};
 
-/// The format of a job and of its results.
-pub const JOB_FORMAT: u32 = 1;
+/// The format of a job and of its results (2: results name their table and a split step's
+/// inputs).
+pub const JOB_FORMAT: u32 = 2;
 
 /// What a job does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,6 +117,9 @@ pub struct Job {
     pub full: bool,
     /// Why the plan merges what it merges (or loads).
     pub reason: String,
+    /// What the plan did otherwise than asked: fewer steps than `--steps`, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// Geometry and budget of one step: what [`ravel_loader::LoadOptions`] a worker loads with.
@@ -222,6 +235,8 @@ pub struct StepResult {
     pub format: u32,
     /// The job's id.
     pub job: String,
+    /// The table the step wrote for.
+    pub table: String,
     pub step: usize,
     /// Unique per attempt.
     pub attempt: String,
@@ -235,7 +250,20 @@ pub struct StepResult {
     /// The schema of the rows written.
     pub schema: Option<arrow::datatypes::Schema>,
     pub rows: u64,
+    /// A split step's input files as it read them, in the plan's order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<InputRead>,
     pub cost: StepCost,
+}
+
+/// One input file as a split step read it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputRead {
+    /// The file, as the plan names it.
+    pub name: String,
+    pub size: u64,
+    /// Rows, as its Parquet footer says.
+    pub rows: u64,
 }
 
 /// A step's kind, as results name it.
@@ -245,6 +273,15 @@ pub struct StepResult {
 pub enum StepKind {
     Split,
     Merge,
+}
+
+impl StepKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            StepKind::Split => "split",
+            StepKind::Merge => "merge",
+        }
+    }
 }
 
 /// What a step cost: the per-step model's inputs.
@@ -342,6 +379,15 @@ pub enum JobError {
         #[source]
         source: parquet::errors::ParquetError,
     },
+    #[error("reading input {input}")]
+    Input {
+        input: String,
+        #[source]
+        source: parquet::errors::ParquetError,
+    },
+    /// The plan or the results disagree: nothing was published.
+    #[error("the job does not check out; nothing was published")]
+    Check(#[from] CheckError),
 }
 
 impl JobError {
@@ -357,6 +403,7 @@ impl JobError {
                 | JobError::NoSteps
                 | JobError::PerStepLoad
                 | JobError::ForeignObjects { .. }
+                | JobError::Check(_)
         )
     }
 }

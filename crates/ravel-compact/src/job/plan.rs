@@ -16,8 +16,9 @@ use crate::{CompactError, Merge};
 /// How a job is cut.
 #[derive(Debug, Clone)]
 pub struct PlanOptions {
-    /// Merge steps (key ranges); a load also splits its input into as many shares, at most
-    /// one per file.
+    /// Merge steps (key ranges), at most one per object the input fills (`object_bytes`); a
+    /// load also splits its input into as many shares, at most one per file. A plan clamped to
+    /// fewer says so in [`Job::notes`].
     pub steps: usize,
     /// Geometry and budget of each step.
     pub geometry: StepGeometry,
@@ -94,9 +95,17 @@ pub async fn plan_load(
             return Err(CompactError::Log(e));
         }
     }
-    let shares = shares(&files, &job.inputs, opts.steps);
-    let cuts = sampled_cuts(&files, &layout, opts.steps).await?;
     let total: u64 = job.inputs.iter().map(|i| i.size).sum();
+    let merges = merge_steps(opts, total, &mut job.notes);
+    let shares = shares(&files, &job.inputs, opts.steps);
+    if shares.len() < opts.steps {
+        job.notes.push(format!(
+            "--steps {} clamped to {} split steps: one input file per split step at least",
+            opts.steps,
+            shares.len()
+        ));
+    }
+    let cuts = sampled_cuts(&files, &layout, merges).await?;
     for (share, files) in shares.into_iter().enumerate() {
         let index = job.steps.len();
         job.steps.push(JobStep {
@@ -124,6 +133,23 @@ pub async fn plan_load(
     }
     job.reason = format!("a globally sorted load of {} files", files.len());
     Ok(job)
+}
+
+/// Merge steps over `bytes` of input: `--steps`, but no more than the objects the input fills
+/// (`bytes / object_bytes` rounded up, at least 1), so that each step writes an object of the
+/// planned size at least. A clamp is noted in the job.
+fn merge_steps(opts: &PlanOptions, bytes: u64, notes: &mut Vec<String>) -> usize {
+    let object_bytes = opts.geometry.object_bytes.max(1);
+    let bound = usize::try_from(bytes.div_ceil(object_bytes).max(1)).unwrap_or(usize::MAX);
+    if opts.steps <= bound {
+        return opts.steps;
+    }
+    notes.push(format!(
+        "--steps {} clamped to {bound} merge steps: {bytes} input bytes fill {bound} objects of \
+         --object-bytes {object_bytes}, and a merge step writes one at least",
+        opts.steps
+    ));
+    bound
 }
 
 fn display(inputs: &[PathBuf]) -> String {
@@ -204,11 +230,12 @@ fn ranges(cuts: Vec<Vec<Value>>) -> Vec<Window> {
 }
 
 /// Plans a distributed compaction of `table` (or, with [`Merge::Maintain`], the merge its
-/// maintenance policy chooses now): every overlapping set the single-machine command merges, each cut into key
-/// ranges at byte quantiles of its objects' first keys (`opts.steps` over all sets, by bytes,
-/// at least one per set). A set with objects under an older layout is one step (sorted again
-/// whole, as `compact` sorts it). A step over more chains than one pass holds merges its range
-/// in passes. A job with nothing to merge has no steps.
+/// maintenance policy chooses now): every overlapping set the single-machine command merges,
+/// each cut into key ranges at byte quantiles of its objects' first keys (`opts.steps` over all
+/// sets, by bytes, at most one per object their bytes fill, at least one per set). A set with
+/// objects under an older layout is one step (sorted again whole, as `compact` sorts it). A
+/// step over more chains than one pass holds merges its range in passes. A job with nothing to
+/// merge has no steps.
 pub async fn plan_compact(
     store: &Store,
     table: &str,
@@ -251,9 +278,13 @@ pub async fn plan_compact(
     job.full = full;
     job.reason = reason;
     let total: u64 = sets.iter().map(Step::input_bytes).sum::<u64>().max(1);
+    let steps = match sets.is_empty() {
+        true => opts.steps,
+        false => merge_steps(opts, total, &mut job.notes),
+    };
     for (i, set) in sets.iter().enumerate() {
         let splittable = set.chains.iter().all(|c| c.sorted);
-        let share = (opts.steps as u128 * set.input_bytes() as u128 / total as u128) as usize;
+        let share = (steps as u128 * set.input_bytes() as u128 / total as u128) as usize;
         let n = if splittable { share.max(1) } else { 1 };
         for w in ranges(byte_cuts(set, n)) {
             let bytes = within_bytes(set, &w);
@@ -298,6 +329,7 @@ fn job_of(
         inputs: Vec::new(),
         full: false,
         reason: String::new(),
+        notes: Vec::new(),
     }
 }
 

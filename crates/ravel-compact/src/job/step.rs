@@ -11,8 +11,8 @@ use ravel_loader::{InputFormat, LoadMode, Loader, Prepared, TsvOptions};
 use ravel_store::{Store, TablePaths};
 
 use super::{
-    JOB_FORMAT, Job, JobError, StepCost, StepKind, StepResult, StepWork, split_operation,
-    split_result,
+    InputRead, JOB_FORMAT, Job, JobError, StepCost, StepKind, StepResult, StepWork,
+    split_operation, split_result,
 };
 use crate::plan::{InputObject, Window};
 use crate::writer::{Geometry, Work, Writer};
@@ -53,6 +53,7 @@ fn empty_result(job: &Job, step: usize, kind: StepKind) -> StepResult {
     StepResult {
         format: JOB_FORMAT,
         job: job.id.clone(),
+        table: job.table.clone(),
         step,
         attempt: ravel_store::unique_id(),
         kind,
@@ -60,6 +61,7 @@ fn empty_result(job: &Job, step: usize, kind: StepKind) -> StepResult {
         blooms: None,
         schema: None,
         rows: 0,
+        inputs: Vec::new(),
         cost: StepCost::default(),
     }
 }
@@ -75,6 +77,7 @@ async fn split(
 ) -> Result<StepResult, CompactError> {
     let mut result = empty_result(job, step, StepKind::Split);
     let paths: Vec<PathBuf> = files.iter().map(PathBuf::from).collect();
+    result.inputs = inputs_read(files).await?;
     let mode = LoadMode::spill()
         .cut_at(job.range_starts())
         .in_scratch(split_operation(&job.id, share, &result.attempt));
@@ -100,6 +103,36 @@ async fn split(
     let paths = TablePaths::new(&job.table)?;
     put_json(store, &split_result(&paths, &job.id, share), &result).await?;
     Ok(result)
+}
+
+/// The share's files as the step reads them: each one's size and rows (by its footer).
+async fn inputs_read(files: &[String]) -> Result<Vec<InputRead>, CompactError> {
+    let files = files.to_vec();
+    let read = tokio::task::spawn_blocking(move || files.iter().map(|f| input_read(f)).collect());
+    let read: Result<Vec<InputRead>, JobError> = read.await.map_err(|e| {
+        CompactError::Load(ravel_loader::LoadError::internal(
+            "reading the inputs' footers",
+        )(e))
+    })?;
+    Ok(read?)
+}
+
+fn input_read(name: &str) -> Result<InputRead, JobError> {
+    let path = std::path::Path::new(name);
+    let failed = |source| JobError::Input {
+        input: name.to_string(),
+        source,
+    };
+    let size = std::fs::metadata(path).map_err(|e| failed(e.into()))?.len();
+    let rows = super::sample::parquet_rows(path).map_err(|e| match e {
+        JobError::Sample { source, .. } => failed(source),
+        other => other,
+    })?;
+    Ok(InputRead {
+        name: name.to_string(),
+        size,
+        rows,
+    })
 }
 
 fn job_share_bytes(job: &Job, step: usize) -> u64 {

@@ -1,8 +1,9 @@
 //! Plan, steps and commit against the single-machine commands on arbitrary tables: a job's
 //! load publishes exactly the rows and order of a sorted load (`load --compact`) of the same
 //! files, and a job's compaction those of `compact`. Then the protocol's promises: a step run
-//! twice gives the same commit, a step that failed leaves nothing live, and a plan whose base
-//! was compacted meanwhile fails as a conflict.
+//! twice gives the same commit, a step that failed leaves nothing live, a plan whose base
+//! was compacted meanwhile fails as a conflict, and a plan or results edited at random (ranges,
+//! inputs, objects, counts, sizes, the table) commit every row once or nothing.
 
 use std::path::PathBuf;
 
@@ -11,24 +12,26 @@ use arrow::datatypes::Int64Type;
 use parquet::arrow::ArrowWriter;
 use proptest::prelude::*;
 use ravel_compact::job::{
-    Commit, CommitMode, Job, Merge, PlanOptions, StepGeometry, StepResult, commit, plan_compact,
-    plan_load, run_step,
+    Commit, CommitMode, Job, Merge, PlanOptions, StepGeometry, StepResult, StepWork, commit,
+    plan_compact, plan_load, run_step,
 };
 use ravel_compact::{CompactError, CompactOptions, SortedLoad, compact};
 use ravel_loader::{Files, InputFormat};
+use ravel_manifest::compare_keys;
 use ravel_store::Store;
 use ravel_testkit::arbitrary::{Case, case, cases, split};
+use serde_json::Value;
 
 use crate::properties::{in_order_and_verified, load, load_options, rows_in_key_order, table};
 
-fn plan_options(steps: usize) -> PlanOptions {
+pub(crate) fn plan_options(steps: usize) -> PlanOptions {
     PlanOptions {
         steps,
         geometry: StepGeometry::from_load(&load_options()),
     }
 }
 
-fn compact_options() -> CompactOptions {
+pub(crate) fn compact_options() -> CompactOptions {
     CompactOptions {
         load: load_options(),
         fan_in: None,
@@ -39,7 +42,7 @@ fn compact_options() -> CompactOptions {
 }
 
 /// Runs every step of `job` in order and returns their results.
-async fn run_all(store: &Store, job: &Job) -> Vec<StepResult> {
+pub(crate) async fn run_all(store: &Store, job: &Job) -> Vec<StepResult> {
     let mut out = Vec::new();
     for s in &job.steps {
         out.push(run_step(store, job, s.index).await.unwrap());
@@ -47,7 +50,7 @@ async fn run_all(store: &Store, job: &Job) -> Vec<StepResult> {
     out
 }
 
-async fn commit_whole(
+pub(crate) async fn commit_whole(
     store: &Store,
     job: &Job,
     results: Vec<StepResult>,
@@ -71,7 +74,7 @@ async fn seq_in_order(store: &Store) -> Vec<i64> {
 }
 
 /// The case's rows as up to four Parquet files in `dir`, in input order.
-fn files(c: &Case, input: &RecordBatch, dir: &std::path::Path) -> Vec<PathBuf> {
+pub(crate) fn files(c: &Case, input: &RecordBatch, dir: &std::path::Path) -> Vec<PathBuf> {
     let pieces: Vec<RecordBatch> = split(c, input)
         .into_iter()
         .filter(|b| b.num_rows() > 0)
@@ -91,13 +94,17 @@ fn files(c: &Case, input: &RecordBatch, dir: &std::path::Path) -> Vec<PathBuf> {
     out
 }
 
-async fn new_store(dir: &tempfile::TempDir, name: &str, layout: &ravel_layout::Layout) -> Store {
+pub(crate) async fn new_store(
+    dir: &tempfile::TempDir,
+    name: &str,
+    layout: &ravel_layout::Layout,
+) -> Store {
     let store = Store::create(dir.path().join(name).to_str().unwrap()).unwrap();
     ravel_testkit::set_layout(&store, "t", layout).await;
     store
 }
 
-async fn newest_version(store: &Store) -> Option<u64> {
+pub(crate) async fn newest_version(store: &Store) -> Option<u64> {
     let log = ravel_log::TableLog::new(
         store.object_store().clone(),
         ravel_store::TablePaths::new("t").unwrap(),
@@ -150,7 +157,7 @@ async fn load_matches(c: Case, steps: usize) -> Result<(), TestCaseError> {
 }
 
 /// Loads the case into `store` in three loads of several runs each.
-async fn three_loads(store: &Store, c: &Case, input: &RecordBatch) {
+pub(crate) async fn three_loads(store: &Store, c: &Case, input: &RecordBatch) {
     let pieces = split(c, input);
     let third = pieces.len().div_ceil(3);
     for load_pieces in pieces.chunks(third.max(1)) {
@@ -206,10 +213,20 @@ proptest! {
 
 /// A case with many rows, a clustering key and every run spanning the key space.
 fn fixed_case() -> Case {
-    let rows = 3000;
-    let cells = |salt: u64| {
+    sized_case(3000, 0)
+}
+
+/// A case of `rows` rows in three pieces (three files, or three loads), with a clustering key
+/// and every piece spanning the key space; `salt` varies its values.
+pub(crate) fn sized_case(rows: usize, salt: u64) -> Case {
+    let cells = |column: u64| {
         (0..rows)
-            .map(|i| (false, (i as u64).wrapping_mul(2654435761) ^ salt))
+            .map(|i| {
+                (
+                    false,
+                    (i as u64).wrapping_mul(2654435761) ^ column ^ (salt << 8),
+                )
+            })
             .collect()
     };
     Case {
@@ -220,7 +237,7 @@ fn fixed_case() -> Case {
         bucket: 3_600,
         cells: vec![cells(1), cells(2), cells(3)],
         bloom: 2,
-        pieces: vec![1000],
+        pieces: vec![rows / 3],
         clustered: true,
     }
 }
@@ -451,4 +468,378 @@ async fn no_spill_object_reaches_across_a_ranges_start() {
         }
     }
     assert!(spill > 0);
+}
+
+/// An edit of a plan (before its steps run) or of its results (before the commit). Indices are
+/// taken modulo what there is.
+#[derive(Debug, Clone)]
+enum Edit {
+    /// A merge step's range ends inside itself.
+    NarrowRange { step: usize },
+    /// A merge step's range reaches over its neighbour's.
+    WidenRange { step: usize },
+    /// A merge step is taken out (the steps after it renumbered).
+    DropRange { step: usize },
+    /// A load's file is taken out of its split share (a merge's object out of its set).
+    DropInput { input: usize },
+    /// A load's file is read by a second split step too (a merge's object listed twice).
+    DuplicateInput { input: usize },
+    /// An input no step reads (a merge's object that is not in the store).
+    AddInput,
+    DropObject {
+        result: usize,
+        object: usize,
+        rows_too: bool,
+    },
+    ObjectRows {
+        result: usize,
+        object: usize,
+        delta: u64,
+        result_too: bool,
+    },
+    ObjectBytes {
+        result: usize,
+        object: usize,
+        delta: u64,
+    },
+    /// The plan's table, once the steps ran.
+    RenameTable,
+}
+
+fn edit() -> impl Strategy<Value = Edit> {
+    let i = || 0usize..64;
+    prop_oneof![
+        i().prop_map(|step| Edit::NarrowRange { step }),
+        i().prop_map(|step| Edit::WidenRange { step }),
+        i().prop_map(|step| Edit::DropRange { step }),
+        i().prop_map(|input| Edit::DropInput { input }),
+        i().prop_map(|input| Edit::DuplicateInput { input }),
+        Just(Edit::AddInput),
+        (i(), i(), any::<bool>()).prop_map(|(result, object, rows_too)| Edit::DropObject {
+            result,
+            object,
+            rows_too
+        }),
+        (i(), i(), 1u64..1000, any::<bool>()).prop_map(|(result, object, delta, result_too)| {
+            Edit::ObjectRows {
+                result,
+                object,
+                delta,
+                result_too,
+            }
+        }),
+        (i(), i(), 1u64..1000).prop_map(|(result, object, delta)| Edit::ObjectBytes {
+            result,
+            object,
+            delta
+        }),
+        Just(Edit::RenameTable),
+    ]
+}
+
+/// The range ends of merge step `step`.
+fn ends(job: &mut Job, step: usize) -> (&mut Option<Vec<Value>>, &mut Option<Vec<Value>>) {
+    match &mut job.steps[step].work {
+        StepWork::Merge { lo, hi, .. } => (lo, hi),
+        other => panic!("step {step} is {other:?}"),
+    }
+}
+
+/// Applies a range edit to merge step `step % merge steps`; `fine` is a plan of the same input
+/// cut finer (its range starts are keys inside the plan's ranges).
+fn edit_range(job: &mut Job, edit: &Edit, fine: &Job) {
+    let merges: Vec<usize> = job.merge_steps().map(|s| s.index).collect();
+    let (Edit::NarrowRange { step } | Edit::WidenRange { step } | Edit::DropRange { step }) = edit
+    else {
+        return;
+    };
+    let Some(&m) = merges.get(step % merges.len().max(1)) else {
+        return;
+    };
+    let next = merges.iter().find(|&&n| n > m).copied();
+    match edit {
+        Edit::NarrowRange { .. } => {
+            let (lo, hi) = ends(job, m);
+            let (lo, hi) = (lo.clone(), hi.clone());
+            if let Some(k) = fine.range_starts_within(&lo, &hi) {
+                *ends(job, m).1 = Some(k);
+            }
+        }
+        Edit::WidenRange { .. } => match next {
+            Some(n) => *ends(job, m).1 = ends(job, n).1.clone(),
+            None => *ends(job, m).0 = None,
+        },
+        _ => {
+            job.steps.remove(m);
+            job.steps[m..].iter_mut().for_each(|s| s.index -= 1);
+        }
+    }
+}
+
+/// A range start of `job` strictly inside `[lo, hi)`.
+trait Starts {
+    fn range_starts_within(
+        &self,
+        lo: &Option<Vec<Value>>,
+        hi: &Option<Vec<Value>>,
+    ) -> Option<Vec<Value>>;
+}
+
+impl Starts for Job {
+    fn range_starts_within(
+        &self,
+        lo: &Option<Vec<Value>>,
+        hi: &Option<Vec<Value>>,
+    ) -> Option<Vec<Value>> {
+        let gt = |k: &Vec<Value>| lo.as_ref().is_none_or(|lo| compare_keys(k, lo).is_gt());
+        let lt = |k: &Vec<Value>| hi.as_ref().is_none_or(|hi| compare_keys(k, hi).is_lt());
+        self.merge_steps().find_map(|s| match &s.work {
+            StepWork::Merge { lo: Some(k), .. } if gt(k) && lt(k) => Some(k.clone()),
+            _ => None,
+        })
+    }
+}
+
+/// Split step `step`'s files.
+fn split_files(job: &mut Job, step: usize) -> &mut Vec<String> {
+    match &mut job.steps[step].work {
+        StepWork::Split { files, .. } => files,
+        other => panic!("step {step} is {other:?}"),
+    }
+}
+
+/// Applies an input edit to a load's plan.
+fn edit_load_inputs(job: &mut Job, edit: &Edit, dir: &std::path::Path) {
+    let shares: Vec<usize> = job
+        .steps
+        .iter()
+        .filter(|s| matches!(s.work, StepWork::Split { .. }))
+        .map(|s| s.index)
+        .collect();
+    let pick = |input: usize| shares[input % shares.len()];
+    match edit {
+        Edit::DropInput { input } => {
+            split_files(job, pick(*input)).pop();
+        }
+        Edit::DuplicateInput { input } => {
+            let file = split_files(job, pick(*input)).first().cloned();
+            split_files(job, pick(*input + 1)).extend(file);
+        }
+        Edit::AddInput => job.inputs.push(ravel_log::InputFile {
+            name: dir.join("extra.parquet").display().to_string(),
+            size: 4096,
+            version: "1".into(),
+        }),
+        _ => {}
+    }
+}
+
+/// Applies an input edit to a merge's plan: its sets' objects.
+fn edit_merge_inputs(job: &mut Job, edit: &Edit) {
+    let Some(chain) = job
+        .sets
+        .iter_mut()
+        .flatten()
+        .find(|c| !c.objects.is_empty())
+    else {
+        return;
+    };
+    let n = chain.objects.len();
+    match edit {
+        Edit::DropInput { input } => {
+            chain.objects.remove(input % n);
+        }
+        Edit::DuplicateInput { input } => {
+            let o = chain.objects[input % n].clone();
+            chain.objects.push(o);
+        }
+        Edit::AddInput => {
+            let mut o = chain.objects[n - 1].clone();
+            o.key = format!("t/data/{}.parquet", "0".repeat(64));
+            chain.objects.push(o);
+        }
+        _ => {}
+    }
+}
+
+/// Applies a result edit to one of the merge results that hold objects.
+fn edit_results(results: &mut [StepResult], edit: &Edit) {
+    let mut merges: Vec<&mut StepResult> = results
+        .iter_mut()
+        .filter(|r| r.kind == ravel_compact::job::StepKind::Merge && !r.objects.is_empty())
+        .collect();
+    let pick = |result: &usize, n: usize| result % n.max(1);
+    let n = merges.len();
+    match edit {
+        Edit::DropObject {
+            result,
+            object,
+            rows_too,
+        } if n > 0 => {
+            let r = &mut merges[pick(result, n)];
+            let gone = r.objects.remove(object % r.objects.len());
+            if *rows_too {
+                r.rows -= gone.rows;
+            }
+        }
+        Edit::ObjectRows {
+            result,
+            object,
+            delta,
+            result_too,
+        } if n > 0 => false_rows(
+            merges.swap_remove(pick(result, n)),
+            *object,
+            *delta,
+            *result_too,
+        ),
+        Edit::ObjectBytes {
+            result,
+            object,
+            delta,
+        } if n > 0 => {
+            let r = &mut merges[pick(result, n)];
+            let i = object % r.objects.len();
+            r.objects[i].bytes += delta;
+        }
+        _ => {}
+    }
+}
+
+/// A false row count of one object: the result's total carries it, or another object of the
+/// result makes up for it.
+fn false_rows(r: &mut StepResult, object: usize, delta: u64, result_too: bool) {
+    let n = r.objects.len();
+    let i = object % n;
+    r.objects[i].rows += delta;
+    let other = (i + 1) % n;
+    if !result_too && other != i && r.objects[other].rows >= delta {
+        r.objects[other].rows -= delta;
+    } else {
+        r.rows += delta;
+    }
+}
+
+/// Runs every step; `None` when one fails (the edit broke the plan for the workers).
+async fn run_all_or_fail(store: &Store, job: &Job) -> Option<Vec<StepResult>> {
+    let mut out = Vec::new();
+    for s in &job.steps {
+        out.push(run_step(store, job, s.index).await.ok()?);
+    }
+    Some(out)
+}
+
+/// A load planned, edited, run, its results edited and committed: refused as bad input with
+/// nothing published, or every input row published once.
+async fn edited_load(salt: u64, steps: usize, edit: Edit) -> Result<(), TestCaseError> {
+    let p = crate::job_checks::planned(salt, steps).await;
+    let fine = plan_load(&p.store, "t", &p.paths, &plan_options(steps * 4))
+        .await
+        .unwrap();
+    let mut job = p.job.clone();
+    edit_range(&mut job, &edit, &fine);
+    edit_load_inputs(&mut job, &edit, p.dir.path());
+    let Some(mut results) = run_all_or_fail(&p.store, &job).await else {
+        prop_assert_eq!(newest_version(&p.store).await, None);
+        return Ok(());
+    };
+    edit_results(&mut results, &edit);
+    if matches!(edit, Edit::RenameTable) {
+        job.table = "u".into();
+    }
+    let c = Commit {
+        job: &job,
+        results,
+        mode: CommitMode::Whole,
+    };
+    match commit(&p.store, c).await {
+        Ok(_) => in_order_and_verified(&p.store, &p.layout, &p.input).await?,
+        Err(e) => {
+            prop_assert!(e.is_invalid_input(), "{}", ravel_store::ErrorChain::new(&e));
+            prop_assert_eq!(newest_version(&p.store).await, None);
+        }
+    }
+    let u = crate::job_checks::version_of(&p.store, "u").await;
+    prop_assert_eq!(u, None, "nothing published in the other table");
+    Ok(())
+}
+
+/// A compaction planned, edited, run, its results edited and committed: refused with nothing
+/// published (as bad input, or as a conflict for an input that is not in the table), or the
+/// table's rows all there once.
+async fn edited_compaction(salt: u64, steps: usize, edit: Edit) -> Result<(), TestCaseError> {
+    let c = sized_case(600, salt);
+    let (layout, input) = table(&c);
+    let dir = tempfile::tempdir().unwrap();
+    let store = new_store(&dir, "s", &layout).await;
+    ravel_testkit::set_layout(&store, "u", &layout).await;
+    three_loads(&store, &c, &input).await;
+    let before = newest_version(&store).await;
+    let (coarse, finer) = (plan_options(steps), plan_options(steps * 4));
+    let mut job = plan_compact(&store, "t", &coarse, Merge::Compact)
+        .await
+        .unwrap();
+    let fine = plan_compact(&store, "t", &finer, Merge::Compact)
+        .await
+        .unwrap();
+    edit_range(&mut job, &edit, &fine);
+    edit_merge_inputs(&mut job, &edit);
+    let results = run_all_or_fail(&store, &job).await;
+    if let Some(mut results) = results {
+        edit_results(&mut results, &edit);
+        if matches!(edit, Edit::RenameTable) {
+            job.table = "u".into();
+        }
+        let c = Commit {
+            job: &job,
+            results,
+            mode: CommitMode::Whole,
+        };
+        if let Err(e) = commit(&store, c).await {
+            let chain = ravel_store::ErrorChain::new(&e).to_string();
+            prop_assert!(e.is_invalid_input() || e.is_conflict(), "{}", chain);
+            prop_assert_eq!(newest_version(&store).await, before, "{}", chain);
+        }
+    }
+    let u = crate::job_checks::version_of(&store, "u").await;
+    prop_assert_eq!(u, None, "nothing published in the other table");
+    every_row_once(&store, &input).await
+}
+
+/// The table holds every input row once (in whatever order its objects overlap) and verifies.
+pub(crate) async fn every_row_once(
+    store: &Store,
+    input: &RecordBatch,
+) -> Result<(), TestCaseError> {
+    let mut seq = seq_in_order(store).await;
+    seq.sort_unstable();
+    prop_assert!(
+        seq.iter().copied().eq(0..input.num_rows() as i64),
+        "every row once"
+    );
+    let verified = ravel_verify::verify(store, "t", &ravel_verify::VerifyOptions::deep())
+        .await
+        .unwrap();
+    prop_assert!(verified.holds(), "{:#?}", verified.violations);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(12), ..ProptestConfig::default() })]
+
+    #[test]
+    fn an_edited_load_commits_every_row_once_or_nothing(
+        salt in 0u64..1000, steps in 2usize..5, edit in edit()
+    ) {
+        let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+        rt.block_on(edited_load(salt, steps, edit))?;
+    }
+
+    #[test]
+    fn an_edited_compaction_commits_every_row_once_or_nothing(
+        salt in 0u64..1000, steps in 2usize..5, edit in edit()
+    ) {
+        let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+        rt.block_on(edited_compaction(salt, steps, edit))?;
+    }
 }

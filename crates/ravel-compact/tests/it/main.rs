@@ -2,6 +2,7 @@
 //! --test it properties::` runs one module).
 
 mod job;
+mod job_checks;
 mod maintenance;
 mod properties;
 mod races;
