@@ -145,6 +145,9 @@ pub fn plan(args: PlanArgs) -> Result<()> {
         job.read_version.map_or("none".into(), |v| v.to_string()),
         job.reason
     );
+    for note in &job.notes {
+        println!("note: {note}");
+    }
     Ok(())
 }
 

@@ -9,6 +9,7 @@ mod crash;
 mod delta;
 mod foreign;
 mod hostile;
+mod job;
 mod maintain;
 mod once;
 mod place;
