@@ -52,6 +52,11 @@ pub struct TableConfig {
     /// changed this long ago.
     #[serde(default = "default_settle", deserialize_with = "duration")]
     pub settle: Duration,
+    /// What becomes of a landed file once a version consumed it: `"keep"` (the default),
+    /// `"delete"`, or `"move:PREFIX"` (a local directory or `s3://bucket/prefix` where it goes,
+    /// under the name it had below the landing prefix).
+    #[serde(default, deserialize_with = "after_load")]
+    pub after_load: AfterLoad,
     /// Publish each batch globally sorted (`load --compact`).
     #[serde(default)]
     pub sorted: bool,
@@ -136,6 +141,13 @@ impl Config {
                 )));
             }
         }
+        if let Some(bad) = crate::overlap::first_bad_move(&self.tables) {
+            let t = &self.tables[bad.table - 1];
+            return Err(service(format!(
+                "table {} ({:?}): after_load moves loaded files to {:?}, which {}: keep it apart from every landing prefix and store",
+                bad.table, t.name, bad.to, bad.how
+            )));
+        }
         if let Some(o) = crate::overlap::first_overlap(&self.tables) {
             let (l, s) = (
                 &self.tables[o.landing_table - 1],
@@ -197,6 +209,32 @@ fn default_gc_interval() -> Duration {
 
 fn some_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
     duration(d).map(Some)
+}
+
+/// What becomes of a landed file once a version consumed it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum AfterLoad {
+    /// Left where it landed (every poll lists it again).
+    #[default]
+    Keep,
+    /// Deleted.
+    Delete,
+    /// Moved to this local directory or `s3://bucket/prefix`.
+    Move(String),
+}
+
+fn after_load<'de, D: Deserializer<'de>>(d: D) -> Result<AfterLoad, D::Error> {
+    let text = String::deserialize(d)?;
+    match text.as_str() {
+        "keep" => Ok(AfterLoad::Keep),
+        "delete" => Ok(AfterLoad::Delete),
+        other => match other.strip_prefix("move:") {
+            Some(to) if !to.trim().is_empty() => Ok(AfterLoad::Move(to.trim().to_string())),
+            _ => Err(serde::de::Error::custom(format!(
+                "{text:?} is not \"keep\", \"delete\" or \"move:PREFIX\""
+            ))),
+        },
+    }
 }
 
 /// A duration written as humans do: `"90s"`, `"5m"`, `"1h 30m"`, `"500ms"`.

@@ -9,6 +9,8 @@ use futures::TryStreamExt;
 use ravel_loader::{InputFile, InputFormat};
 use ravel_store::{Store, StoreLocation};
 
+use crate::config::AfterLoad;
+
 /// A file found in the landing prefix.
 #[derive(Debug, Clone)]
 pub struct Landed {
@@ -62,6 +64,7 @@ fn not_regular(link: bool, target: &std::fs::FileType) -> String {
 /// Where a landed file is read.
 #[derive(Debug, Clone)]
 pub enum Location {
+    /// A local file, by the path it was listed under (a symbolic link's, not its target's).
     Local(PathBuf),
     /// An object of the landing store, and the ETag it was listed with (when the store
     /// gives one).
@@ -94,6 +97,13 @@ pub enum LandingError {
         url: String,
         #[source]
         source: object_store::Error,
+    },
+    #[error("{action} the loaded file {name} (after_load)")]
+    AfterLoad {
+        action: &'static str,
+        name: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     #[error("copying landed object {name} to {path}")]
     Fetch {
@@ -223,7 +233,7 @@ impl Landing {
         // The identity's version is the modification time in nanoseconds: no second stat.
         let nanos = identity.version.parse::<u64>().unwrap_or(0);
         let landed = UNIX_EPOCH + Duration::from_nanos(nanos);
-        let location = Location::Local(PathBuf::from(&identity.name));
+        let location = Location::Local(path.to_path_buf());
         Some(Landed {
             identity,
             landed,
@@ -301,6 +311,101 @@ impl Landing {
         }
         Ok(paths)
     }
+}
+
+impl Landing {
+    /// Does what `after` says with `f`, which a version consumed: nothing, delete it, or move
+    /// it (to the same name below `to` as below the landing prefix). A file gone already is
+    /// done with.
+    pub async fn dispose(&self, f: &Landed, after: &AfterLoad) -> Result<(), LandingError> {
+        let (action, done) = match after {
+            AfterLoad::Keep => return Ok(()),
+            AfterLoad::Delete => ("deleting", self.delete(f).await),
+            AfterLoad::Move(to) => ("moving", self.move_to(f, to).await),
+        };
+        done.map_err(|source| LandingError::AfterLoad {
+            action,
+            name: f.identity.name.clone(),
+            source,
+        })
+    }
+
+    async fn delete(&self, f: &Landed) -> Result<(), BoxError> {
+        match (&f.location, &self.source) {
+            (Location::Local(path), _) => match std::fs::remove_file(path) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                done => Ok(done?),
+            },
+            (Location::Object { key, .. }, Source::Store(store)) => {
+                match object_store::ObjectStoreExt::delete(store.object_store(), key).await {
+                    Err(object_store::Error::NotFound { .. }) => Ok(()),
+                    done => Ok(done?),
+                }
+            }
+            (Location::Object { .. }, Source::Local(_)) => unreachable!("objects come from stores"),
+        }
+    }
+
+    async fn move_to(&self, f: &Landed, to: &str) -> Result<(), BoxError> {
+        match (&f.location, &self.source) {
+            (Location::Local(path), Source::Local(root)) => {
+                let relative = path.strip_prefix(root).unwrap_or(path);
+                let target = Path::new(to).join(relative);
+                move_local(path, &target)
+            }
+            (Location::Object { key, etag }, Source::Store(store)) => {
+                let target = Store::open(to)?;
+                copy_between(store, &target, key, etag.clone()).await?;
+                self.delete(f).await
+            }
+            _ => unreachable!("local files come from directories, objects from stores"),
+        }
+    }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Renames `from` to `to` (its directories made), or copies and deletes it across file
+/// systems. A file gone already was moved by an earlier try.
+fn move_local(from: &Path, to: &Path) -> Result<(), BoxError> {
+    if let Some(dir) = to.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    match std::fs::rename(from, to) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::CrossesDevices => {
+            std::fs::copy(from, to)?;
+            Ok(std::fs::remove_file(from)?)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Copies the object `key` of `from`, as listed (`etag`), to the same key of `to`.
+async fn copy_between(
+    from: &Store,
+    to: &Store,
+    key: &object_store::path::Path,
+    etag: Option<String>,
+) -> Result<(), BoxError> {
+    use tokio::io::AsyncWriteExt;
+    let options = object_store::GetOptions {
+        if_match: etag,
+        ..Default::default()
+    };
+    let got = match from.object_store().get_opts(key, options).await {
+        // Gone: an earlier try moved it.
+        Err(object_store::Error::NotFound { .. }) => return Ok(()),
+        got => got?,
+    };
+    let mut body = got.into_stream();
+    let mut out = object_store::buffered::BufWriter::new(to.object_store().clone(), key.clone());
+    while let Some(chunk) = body.try_next().await? {
+        out.write_all(&chunk).await?;
+    }
+    out.shutdown().await?;
+    Ok(())
 }
 
 /// The input format a file name gives, Parquet unless it ends in `.tsv`.

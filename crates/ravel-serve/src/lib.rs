@@ -25,8 +25,8 @@ mod status;
 mod table;
 
 pub use config::{
-    Config, ConfigError, DEFAULT_BATCH_AGE, DEFAULT_BATCH_BYTES, DEFAULT_GC_INTERVAL, DEFAULT_POLL,
-    DEFAULT_SETTLE, TableConfig,
+    AfterLoad, Config, ConfigError, DEFAULT_BATCH_AGE, DEFAULT_BATCH_BYTES, DEFAULT_GC_INTERVAL,
+    DEFAULT_POLL, DEFAULT_SETTLE, TableConfig,
 };
 pub use http::router;
 pub use landing::{Landed, Landing, LandingError, Listing, Skipped};

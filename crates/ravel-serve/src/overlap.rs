@@ -83,6 +83,47 @@ pub(crate) fn first_overlap(tables: &[TableConfig]) -> Option<Overlap> {
     None
 }
 
+/// A table whose `after_load` moves files into a landing prefix (they would be listed and
+/// loaded again) or a store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BadMove {
+    pub table: usize,
+    pub to: String,
+    pub how: String,
+}
+
+/// The first `after_load = "move:…"` whose target overlaps a landing prefix or a store.
+pub(crate) fn first_bad_move(tables: &[TableConfig]) -> Option<BadMove> {
+    let places = |url: fn(&TableConfig) -> &str, what: &'static str| {
+        tables
+            .iter()
+            .enumerate()
+            .filter_map(move |(j, t)| Some((Place::of(url(t))?, what, j + 1)))
+    };
+    let others: Vec<(Place, &str, usize)> = places(|t| &t.landing, "landing prefix")
+        .chain(places(|t| &t.store, "store"))
+        .collect();
+    for (i, t) in tables.iter().enumerate() {
+        let crate::config::AfterLoad::Move(to) = &t.after_load else {
+            continue;
+        };
+        let Some(target) = Place::of(to) else {
+            continue;
+        };
+        let clash = others
+            .iter()
+            .find(|(p, _, _)| target.within(p) || p.within(&target));
+        if let Some((_, what, j)) = clash {
+            return Some(BadMove {
+                table: i + 1,
+                to: to.clone(),
+                how: format!("overlaps the {what} of table {j}"),
+            });
+        }
+    }
+    None
+}
+
 /// `dir` made absolute, its longest existing ancestor's symbolic links resolved, `.` and
 /// `..` taken out of the rest.
 fn resolved(dir: &Path) -> PathBuf {

@@ -115,6 +115,7 @@ impl Service {
             ingest: &opts.ingest,
             tsv: &opts.tsv,
             metrics: &shared.metrics,
+            dry_run: opts.dry_run,
         };
         let mut next_poll = Instant::now();
         while !shutdown.is_cancelled() {

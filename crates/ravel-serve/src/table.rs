@@ -98,6 +98,8 @@ pub struct Work<'a> {
     pub ingest: &'a IngestOptions,
     pub tsv: &'a ravel_loader::TsvOptions,
     pub metrics: &'a Metrics,
+    /// Shadow mode: nothing is written, moved or deleted.
+    pub dry_run: bool,
 }
 
 impl Table {
@@ -286,7 +288,10 @@ impl Table {
         self.skipped = listing.skipped;
         self.unmatched = listing.unmatched;
         let still = self.still(listing.files);
-        self.sort_landed(still).await?;
+        let consumed = self.sort_landed(still).await?;
+        if !work.dry_run {
+            self.after_load(consumed).await?;
+        }
         Ok(())
     }
 
@@ -370,7 +375,23 @@ impl Table {
 
     /// Splits the listing into pending files, files consumed already, files that failed
     /// before (unchanged), and files replaced under a consumed name.
-    async fn sort_landed(&mut self, listed: Vec<Landed>) -> Result<(), LogError> {
+    /// Does the table's `after_load` with `consumed` (files a committed version consumed): a
+    /// file a killed process left behind is dealt with at the next poll. Every file is tried;
+    /// the first failure is returned.
+    async fn after_load(&mut self, consumed: Vec<Landed>) -> Result<(), crate::LandingError> {
+        let o = self.opened();
+        let mut first = None;
+        for f in &consumed {
+            if let Err(e) = o.landing.dispose(f, &self.cfg.after_load).await {
+                tracing::warn!(table = %self.cfg.name, error = %format_chain(&e), "after_load");
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// Returns the listed files a version consumed.
+    async fn sort_landed(&mut self, listed: Vec<Landed>) -> Result<Vec<Landed>, LogError> {
         // Files gone from the landing prefix leave the failed and replaced lists.
         let ids: std::collections::BTreeSet<String> =
             listed.iter().map(|f| f.identity.app_id()).collect();
@@ -380,9 +401,11 @@ impl Table {
         self.replaced
             .retain(|name, _| names.contains(name.as_str()));
         let snapshot = self.opened().snapshot.as_ref().expect("read");
-        let unconsumed: Vec<Landed> = listed
+        let (consumed, unconsumed): (Vec<Landed>, Vec<Landed>) = listed
             .into_iter()
-            .filter(|f| snapshot.consumed_by(&f.identity).is_none())
+            .partition(|f| snapshot.consumed_by(&f.identity).is_some());
+        let unconsumed: Vec<Landed> = unconsumed
+            .into_iter()
             .filter(|f| !self.failed.contains_key(&f.identity.app_id()))
             .collect();
         if !unconsumed.is_empty() && self.names.is_none() {
@@ -410,7 +433,7 @@ impl Table {
         }
         self.pending
             .sort_by_key(|f| (f.landed, f.identity.name.clone()));
-        Ok(())
+        Ok(consumed)
     }
 
     /// The inputs every version consumed, by name, from the versions' `commitInfo`.

@@ -224,3 +224,58 @@ async fn a_file_growing_in_the_landing_is_never_published_part_way() {
     assert_eq!((s.rows, s.pending_files), (40_000, 0), "{s:#?}");
     assert!(s.replaced_files.is_empty(), "{s:#?}");
 }
+
+#[tokio::test]
+async fn after_load_deletes_or_moves_a_file_once_its_version_committed_and_a_file_left_behind_at_the_next_poll()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = table(dir.path()).await;
+    let landing = landing(dir.path());
+    std::fs::create_dir(landing.join("2026-12-07")).unwrap();
+    rows(&landing.join("2026-12-07/a.parquet"), 0, 100);
+    rows(&landing.join("b.parquet"), 100, 50);
+    // Loaded and kept: the state a service killed between its commit and its deletes leaves.
+    let s = once(config(&store, &landing, "")).await;
+    assert_eq!((s.rows, s.loads), (150, 1), "{s:#?}");
+    assert!(landing.join("b.parquet").exists());
+    // The next poll moves the files a version consumed, and loads nothing again.
+    let moved = dir.path().join("loaded");
+    let extra = format!("after_load = \"move:{}\"", moved.display());
+    rows(&landing.join("c.parquet"), 150, 10);
+    let s = once(config(&store, &landing, &extra)).await;
+    assert_eq!((s.rows, s.last_error.clone()), (160, None), "{s:#?}");
+    assert!(moved.join("2026-12-07/a.parquet").exists() && moved.join("b.parquet").exists());
+    assert!(!landing.join("2026-12-07/a.parquet").exists());
+    // c.parquet is moved at the poll after its own load.
+    assert!(moved.join("c.parquet").exists() && !landing.join("c.parquet").exists());
+    rows(&landing.join("d.parquet"), 160, 10);
+    let s = once(config(&store, &landing, "after_load = \"delete\"")).await;
+    assert_eq!(s.rows, 170, "{s:#?}");
+    let left: Vec<_> = std::fs::read_dir(&landing)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        left,
+        vec![std::ffi::OsString::from("2026-12-07")],
+        "only the emptied directory is left"
+    );
+}
+
+#[test]
+fn after_load_may_not_move_files_into_a_landing_prefix_or_a_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display();
+    for to in [format!("{d}/landing/done"), format!("{d}/store/moved")] {
+        let text = format!(
+            "[[table]]\nstore = \"{d}/store\"\nname = \"events\"\nlanding = \"{d}/landing\"\npattern = \"*.parquet\"\nafter_load = \"move:{to}\"\n"
+        );
+        let e = Config::parse(&text, "serve.toml").unwrap_err().to_string();
+        assert!(e.contains("after_load") && e.contains(&to), "{e}");
+    }
+    let text = format!(
+        "[[table]]\nstore = \"{d}/store\"\nname = \"events\"\nlanding = \"{d}/landing\"\npattern = \"*.parquet\"\nafter_load = \"archive\"\n"
+    );
+    let e = Config::parse(&text, "serve.toml").unwrap_err().to_string();
+    assert!(e.contains("after_load") && e.contains("move:PREFIX"), "{e}");
+}

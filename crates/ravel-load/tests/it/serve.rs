@@ -303,7 +303,9 @@ fn files_landing_on_s3_become_visible_with_metrics_and_status_and_sigterm_stops_
     layout("schema set --hits");
     layout("clustering-key set --column EventDate --column UserID --bucket-width 1d");
     let landing = server.url("landing/hits");
-    let config = write_config(dir.path(), &[table_toml(&store, "hits", &landing, "")]);
+    // Loaded files are moved away once their version committed.
+    let moved = format!("after_load = \"move:{}\"", server.url("loaded/hits"));
+    let config = write_config(dir.path(), &[table_toml(&store, "hits", &landing, &moved)]);
     let svc = Service::start(&config, &server.env());
     assert_eq!(svc.get("/healthz"), (200, "ok\n".to_string()));
     assert_eq!(svc.get("/v1/tables/nope").0, 404);
@@ -343,9 +345,27 @@ fn files_landing_on_s3_become_visible_with_metrics_and_status_and_sigterm_stops_
         2.0,
         "two files observed"
     );
+    let start = Instant::now();
+    while !keys(&server, "landing/hits").is_empty() {
+        assert!(start.elapsed() < TIMEOUT, "the loaded objects are never moved");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(keys(&server, "loaded/hits"), ["a.parquet", "b.parquet"]);
     let status = svc.terminate();
     assert!(status.success(), "SIGTERM exits 0: {status:?}");
     assert_eq!(rows_and_distinct(&store, &server.env()), (5_000, 5_000));
+}
+
+/// The keys under `prefix` of the test server, relative to it, in order.
+fn keys(server: &S3Server, prefix: &str) -> Vec<String> {
+    use futures::TryStreamExt;
+    let store = server.store(prefix);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let listed: Vec<object_store::ObjectMeta> =
+        rt.block_on(store.object_store().list(None).try_collect()).unwrap();
+    let mut keys: Vec<String> = listed.into_iter().map(|m| m.location.to_string()).collect();
+    keys.sort();
+    keys
 }
 
 #[test]
