@@ -100,9 +100,9 @@ pub async fn plan_load(
     let shares = shares(&files, &job.inputs, opts.steps);
     if shares.len() < opts.steps {
         job.notes.push(format!(
-            "--steps {} clamped to {} split steps: one input file per split step at least",
+            "--steps {} clamped to the input files: {} (a file is never divided)",
             opts.steps,
-            shares.len()
+            counted(shares.len(), "split step")
         ));
     }
     let cuts = sampled_cuts(&files, &layout, merges).await?;
@@ -145,11 +145,20 @@ fn merge_steps(opts: &PlanOptions, bytes: u64, notes: &mut Vec<String>) -> usize
         return opts.steps;
     }
     notes.push(format!(
-        "--steps {} clamped to {bound} merge steps: {bytes} input bytes fill {bound} objects of \
-         --object-bytes {object_bytes}, and a merge step writes one at least",
-        opts.steps
+        "--steps {} clamped to the objects the input fills: {} for {bytes} input bytes at \
+         --object-bytes {object_bytes} (a merge step writes one object at least)",
+        opts.steps,
+        counted(bound, "merge step")
     ));
     bound
+}
+
+/// `n` things, as a note counts them.
+fn counted(n: usize, thing: &str) -> String {
+    match n {
+        1 => format!("1 {thing}"),
+        n => format!("{n} {thing}s"),
+    }
 }
 
 fn display(inputs: &[PathBuf]) -> String {
