@@ -41,4 +41,6 @@ echo "ravel_ray compact (4): $(wall $RAY compact --store "$W/runs2" --table hits
 echo "figures compact $(figures "$W/runs1") depth $(depth "$W/runs1")"
 echo "figures job     $(figures "$W/runs2") depth $(depth "$W/runs2")"
 table "$W/plan10k"
-echo "plan load --steps 10000: $(wall "$BIN" plan load --store "$W/plan10k" --table hits --steps 10000 --out "$W/plan10k.json" --input "$W"/in/p*.parquet) s, $(stat -c %s "$W/plan10k.json") bytes, $(python3 -c "import json; j=json.load(open('$W/plan10k.json')); print(len(j['steps']))") steps"
+# A plan cuts no more merge steps than the input fills objects: objects small enough for 10,000.
+ob=$(( $(cat "$W"/in/p*.parquet | wc -c) / 10000 )); [ "$ob" -gt 0 ] || ob=1
+echo "plan load --steps 10000: $(wall "$BIN" plan load --store "$W/plan10k" --table hits --steps 10000 --object-bytes $ob --out "$W/plan10k.json" --input "$W"/in/p*.parquet) s, $(stat -c %s "$W/plan10k.json") bytes, $(python3 -c "import json; j=json.load(open('$W/plan10k.json')); print(len(j['steps']))") steps"
