@@ -57,6 +57,11 @@ pub struct TableConfig {
     /// under the name it had below the landing prefix).
     #[serde(default, deserialize_with = "after_load")]
     pub after_load: AfterLoad,
+    /// List only the keys after the table's landing cursor, which trails the keys versions
+    /// consumed by this lookback (for writers whose keys sort by arrival; see
+    /// docs/service.md). Absent: every poll lists the whole prefix.
+    #[serde(default, deserialize_with = "some_duration")]
+    pub cursor_lookback: Option<Duration>,
     /// Publish each batch globally sorted (`load --compact`).
     #[serde(default)]
     pub sorted: bool,

@@ -15,6 +15,9 @@ use crate::config::AfterLoad;
 #[derive(Debug, Clone)]
 pub struct Landed {
     pub identity: InputFile,
+    /// Its name below the landing prefix (`2026/12/07/a.parquet`): what listings sort and a
+    /// cursor compares.
+    pub key: String,
     /// When it landed (its modification time), for the batch's age and the latency figure.
     pub landed: SystemTime,
     /// Where it is read from: a local path, or an object's key in the landing store.
@@ -140,32 +143,45 @@ impl Landing {
         Ok(Landing { source, pattern })
     }
 
-    /// The landed files whose names match, in name order, with the entries left out. A
-    /// local directory that does not exist is an error: the service waits for it.
-    pub async fn list(&self) -> Result<Listing, LandingError> {
+    /// The landed files whose names match, in key order, with the entries left out; with
+    /// `after`, only files whose keys sort after it. A local directory that does not exist is
+    /// an error: the service waits for it.
+    pub async fn list(&self, after: Option<&str>) -> Result<Listing, LandingError> {
         let mut listing = match &self.source {
             Source::Local(dir) => {
-                let (pattern, dir) = (self.pattern.clone(), dir.clone());
-                tokio::task::spawn_blocking(move || Landing::list_local(&pattern, &dir))
+                let walk = Walk {
+                    pattern: self.pattern.clone(),
+                    root: dir.clone(),
+                    after: after.map(str::to_string),
+                };
+                tokio::task::spawn_blocking(move || walk.list_local())
                     .await
                     .expect("listing does not panic")?
             }
-            Source::Store(store) => self.list_store(store).await?,
+            Source::Store(store) => self.list_store(store, after).await?,
         };
-        listing
-            .files
-            .sort_by(|a, b| a.identity.name.cmp(&b.identity.name));
+        listing.files.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(listing)
     }
+}
 
-    fn list_local(pattern: &glob::Pattern, dir: &Path) -> Result<Listing, LandingError> {
-        if !dir.is_dir() {
+/// A walk of a local landing directory.
+struct Walk {
+    pattern: glob::Pattern,
+    root: PathBuf,
+    /// Only keys after this one.
+    after: Option<String>,
+}
+
+impl Walk {
+    fn list_local(&self) -> Result<Listing, LandingError> {
+        if !self.root.is_dir() {
             return Err(LandingError::Missing {
-                path: dir.display().to_string(),
+                path: self.root.display().to_string(),
             });
         }
         let mut listing = Listing::default();
-        Landing::list_dir(pattern, dir, &mut listing)?;
+        self.list_dir(&self.root, &mut listing)?;
         // A file reached twice (a symbolic link beside its target) is one file.
         let mut seen = std::collections::BTreeSet::new();
         listing
@@ -177,11 +193,8 @@ impl Landing {
     /// The matching regular files under `dir`, at any depth (a writer may partition by date).
     /// A symbolic link to a regular file is followed (the file is named by its target); links
     /// to directories, pipes, sockets and devices are left out, each with a note.
-    fn list_dir(
-        pattern: &glob::Pattern,
-        dir: &Path,
-        listing: &mut Listing,
-    ) -> Result<(), LandingError> {
+    fn list_dir(&self, dir: &Path, listing: &mut Listing) -> Result<(), LandingError> {
+        let pattern = &self.pattern;
         let failed = |source| LandingError::ListDir {
             path: dir.display().to_string(),
             source,
@@ -197,8 +210,14 @@ impl Landing {
             let Ok(kind) = entry.file_type() else {
                 continue;
             };
+            let key = self.key(&path);
             if kind.is_dir() {
-                Landing::list_dir(pattern, &path, listing)?;
+                if !self.wholly_before(&key) {
+                    self.list_dir(&path, listing)?;
+                }
+                continue;
+            }
+            if self.after.as_ref().is_some_and(|after| key <= *after) {
                 continue;
             }
             // The kind of what a symbolic link points to (a link that leads nowhere: gone).
@@ -219,38 +238,69 @@ impl Landing {
                 });
                 continue;
             }
-            if let Some(landed) = Landing::landed_local(&path) {
+            if let Some(landed) = landed_local(&path, key) {
                 listing.files.push(landed);
             }
         }
         Ok(())
     }
 
-    /// A local file as landed, or `None` when it went between the listing and this look.
-    fn landed_local(path: &Path) -> Option<Landed> {
-        let identity = ravel_loader::input_files(std::slice::from_ref(&path.to_path_buf())).ok()?;
-        let identity = identity.into_iter().next().expect("one path, one identity");
-        // The identity's version is the modification time in nanoseconds: no second stat.
-        let nanos = identity.version.parse::<u64>().unwrap_or(0);
-        let landed = UNIX_EPOCH + Duration::from_nanos(nanos);
-        let location = Location::Local(path.to_path_buf());
-        Some(Landed {
-            identity,
-            landed,
-            location,
-        })
+    /// `path`'s name below the root, `/`-separated.
+    fn key(&self, path: &Path) -> String {
+        let relative = path.strip_prefix(&self.root).unwrap_or(path);
+        let parts: Vec<String> = (relative.components())
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        parts.join("/")
     }
 
-    async fn list_store(&self, store: &Store) -> Result<Listing, LandingError> {
-        let listed: Vec<object_store::ObjectMeta> = store
-            .object_store()
-            .list(None)
-            .try_collect()
-            .await
-            .map_err(|source| LandingError::List {
-                url: store.location().to_string(),
-                source,
-            })?;
+    /// Whether every key below the directory `key` sorts at or before the cursor: its keys
+    /// all start `key/`, and the cursor sorts after every such string without starting so.
+    fn wholly_before(&self, key: &str) -> bool {
+        let Some(after) = &self.after else {
+            return false;
+        };
+        let dir = format!("{key}/");
+        after.as_str() > dir.as_str() && !after.starts_with(&dir)
+    }
+}
+
+/// A local file as landed, or `None` when it went between the listing and this look.
+fn landed_local(path: &Path, key: String) -> Option<Landed> {
+    let identity = ravel_loader::input_files(std::slice::from_ref(&path.to_path_buf())).ok()?;
+    let identity = identity.into_iter().next().expect("one path, one identity");
+    // The identity's version is the modification time in nanoseconds: no second stat.
+    let nanos = identity.version.parse::<u64>().unwrap_or(0);
+    let landed = UNIX_EPOCH + Duration::from_nanos(nanos);
+    let location = Location::Local(path.to_path_buf());
+    Some(Landed {
+        identity,
+        key,
+        landed,
+        location,
+    })
+}
+
+impl Landing {
+    async fn list_store(
+        &self,
+        store: &Store,
+        after: Option<&str>,
+    ) -> Result<Listing, LandingError> {
+        let objects = store.object_store();
+        let listed = match after {
+            // S3's StartAfter: the listing begins past the cursor.
+            Some(after) => objects.list_with_offset(None, &object_store::path::Path::from(after)),
+            None => objects.list(None),
+        };
+        let listed: Vec<object_store::ObjectMeta> =
+            listed
+                .try_collect()
+                .await
+                .map_err(|source| LandingError::List {
+                    url: store.location().to_string(),
+                    source,
+                })?;
         let mut found = Listing::default();
         for meta in listed {
             let Some(name) = meta.location.filename() else {
@@ -266,6 +316,7 @@ impl Landing {
                 .clone()
                 .unwrap_or_else(|| nanos(landed).to_string());
             found.files.push(Landed {
+                key: meta.location.to_string(),
                 identity: InputFile {
                     name: format!("{}/{}", store.location(), meta.location),
                     size: meta.size,

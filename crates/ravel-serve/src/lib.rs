@@ -16,6 +16,7 @@
 //! ```
 
 mod config;
+mod cursor;
 mod http;
 mod landing;
 mod metrics;

@@ -23,6 +23,8 @@ pub struct TableStatus {
     /// Bytes merges wrote over bytes loads published since the table was last one sequence.
     pub write_amplification: f64,
     pub pending_files: usize,
+    /// The landing cursor: keys up to it are not listed (`cursor_lookback`).
+    pub cursor: Option<String>,
     pub pending_bytes: u64,
     /// Seconds since this process last published a load into the table (at the request).
     pub seconds_since_last_load: Option<f64>,

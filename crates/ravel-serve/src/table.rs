@@ -67,6 +67,8 @@ pub enum Kind {
 struct Opened {
     store: Store,
     landing: Landing,
+    /// With `cursor_lookback`: where listings start.
+    cursor: Option<crate::cursor::Cursor>,
     log: TableLog,
     snapshot: Option<Snapshot>,
 }
@@ -168,6 +170,7 @@ impl Table {
         s.pending_bytes = self.pending.iter().map(|f| f.identity.size).sum();
         s.last_load_at = self.last_load.map(unix_secs);
         s.settling_files = self.settling.len();
+        s.cursor = (self.opened.as_ref()).and_then(|o| o.cursor.as_ref()?.stored.after.clone());
         s.unmatched_files = self.unmatched;
         s.skipped_files = self.skipped.clone();
         s.failed_files = self.failed.values().cloned().collect();
@@ -284,14 +287,35 @@ impl Table {
         if changed || self.maintenance.is_none() {
             self.plan_maintenance(work).await;
         }
-        let listing = self.opened().landing.list().await?;
+        let o = self.opened();
+        let after = o.cursor.as_ref().and_then(|c| c.stored.after.clone());
+        let listing = o.landing.list(after.as_deref()).await?;
         self.skipped = listing.skipped;
         self.unmatched = listing.unmatched;
-        let still = self.still(listing.files);
+        let listed = listing.files;
+        let still = self.still(listed.clone());
         let consumed = self.sort_landed(still).await?;
         if !work.dry_run {
             self.after_load(consumed).await?;
+            self.advance_cursor(&listed).await?;
         }
+        Ok(())
+    }
+
+    /// Moves the landing cursor past the leading listed keys versions consumed longer than
+    /// the lookback ago.
+    async fn advance_cursor(
+        &mut self,
+        listed: &[Landed],
+    ) -> Result<(), crate::cursor::CursorError> {
+        let Some(lookback) = self.cfg.cursor_lookback else {
+            return Ok(());
+        };
+        let o = self.opened.as_mut().expect("opened");
+        let (Some(cursor), Some(snapshot)) = (o.cursor.as_mut(), o.snapshot.as_ref()) else {
+            return Ok(());
+        };
+        cursor.advance(&o.store, listed, snapshot, lookback).await?;
         Ok(())
     }
 
@@ -312,9 +336,15 @@ impl Table {
             TablePaths::new(&self.cfg.name)?,
         );
         let landing = Landing::open(&self.cfg.landing, &self.cfg.pattern)?;
+        let table = TablePaths::new(&self.cfg.name)?;
+        let cursor = match self.cfg.cursor_lookback {
+            Some(_) => Some(crate::cursor::Cursor::read(&store, &table, &self.cfg.landing).await?),
+            None => None,
+        };
         Ok(Opened {
             store,
             landing,
+            cursor,
             log,
             snapshot: None,
         })

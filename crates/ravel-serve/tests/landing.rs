@@ -279,3 +279,40 @@ fn after_load_may_not_move_files_into_a_landing_prefix_or_a_store() {
     let e = Config::parse(&text, "serve.toml").unwrap_err().to_string();
     assert!(e.contains("after_load") && e.contains("move:PREFIX"), "{e}");
 }
+
+#[tokio::test]
+async fn a_cursor_lists_only_keys_after_those_consumed_longer_than_the_lookback_ago() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = table(dir.path()).await;
+    let landing = landing(dir.path());
+    for day in ["2026-12-06", "2026-12-07", "2026-12-08"] {
+        std::fs::create_dir(landing.join(day)).unwrap();
+    }
+    rows(&landing.join("2026-12-06/a.parquet"), 0, 100);
+    rows(&landing.join("2026-12-07/b.parquet"), 100, 100);
+    // Within the lookback, the cursor stays where it was.
+    let s = once(config(&store, &landing, "cursor_lookback = \"1h\"")).await;
+    assert_eq!((s.rows, s.cursor.clone()), (200, None), "{s:#?}");
+    let s = once(config(&store, &landing, "cursor_lookback = \"0s\"")).await;
+    assert_eq!(s.cursor.as_deref(), Some("2026-12-07/b.parquet"), "{s:#?}");
+    let kept = dir.path().join("store/events/_ravel/landing");
+    assert_eq!(
+        std::fs::read_dir(&kept).unwrap().count(),
+        1,
+        "the cursor is kept in the table"
+    );
+    // A key sorting before the cursor is not listed again (a writer later than the lookback);
+    // a file that is not consumed (it fails) holds the cursor before it.
+    rows(&landing.join("2026-12-06/late.parquet"), 200, 100);
+    std::fs::write(landing.join("2026-12-08/a-bad.parquet"), b"not parquet").unwrap();
+    rows(&landing.join("2026-12-08/c.parquet"), 300, 100);
+    let s = once(config(&store, &landing, "cursor_lookback = \"0s\"")).await;
+    assert_eq!(s.rows, 300, "{s:#?}");
+    assert_eq!(s.failed_files.len(), 1, "{s:#?}");
+    assert_eq!(s.cursor.as_deref(), Some("2026-12-07/b.parquet"), "{s:#?}");
+    // Gone, the failed file no longer holds it.
+    std::fs::remove_file(landing.join("2026-12-08/a-bad.parquet")).unwrap();
+    let s = once(config(&store, &landing, "cursor_lookback = \"0s\"")).await;
+    assert_eq!(s.cursor.as_deref(), Some("2026-12-08/c.parquet"), "{s:#?}");
+    assert_eq!((s.rows, s.loads), (300, 0), "{s:#?}");
+}

@@ -303,8 +303,12 @@ fn files_landing_on_s3_become_visible_with_metrics_and_status_and_sigterm_stops_
     layout("schema set --hits");
     layout("clustering-key set --column EventDate --column UserID --bucket-width 1d");
     let landing = server.url("landing/hits");
-    // Loaded files are moved away once their version committed.
-    let moved = format!("after_load = \"move:{}\"", server.url("loaded/hits"));
+    // Loaded files are moved away once their version committed; listings start after the
+    // cursor (S3's StartAfter).
+    let moved = format!(
+        "after_load = \"move:{}\"\ncursor_lookback = \"0s\"",
+        server.url("loaded/hits")
+    );
     let config = write_config(dir.path(), &[table_toml(&store, "hits", &landing, &moved)]);
     let svc = Service::start(&config, &server.env());
     assert_eq!(svc.get("/healthz"), (200, "ok\n".to_string()));
@@ -351,9 +355,16 @@ fn files_landing_on_s3_become_visible_with_metrics_and_status_and_sigterm_stops_
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(keys(&server, "loaded/hits"), ["a.parquet", "b.parquet"]);
+    // A late key before the cursor is not listed; one after it is.
+    let late = generated(dir.path(), "c.parquet", 1_000, 72);
+    land_on_s3(&server, "landing/hits", "a0.parquet", &late);
+    land_on_s3(&server, "landing/hits", "c.parquet", &late);
+    let s = svc.until("hits", |s| s["rows"] == 6_000 && s["cursor"] == "c.parquet");
+    assert_eq!(s["pending_files"], 0, "{s:#}");
+    assert_eq!(keys(&server, "landing/hits"), ["a0.parquet"]);
     let status = svc.terminate();
     assert!(status.success(), "SIGTERM exits 0: {status:?}");
-    assert_eq!(rows_and_distinct(&store, &server.env()), (5_000, 5_000));
+    assert_eq!(rows_and_distinct(&store, &server.env()), (6_000, 6_000));
 }
 
 /// The keys under `prefix` of the test server, relative to it, in order.
