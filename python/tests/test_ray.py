@@ -1,7 +1,8 @@
 """ravel_ray on a real local Ray: one head node on 127.0.0.1 with 2 CPUs, no dashboard, no
 usage stats. A distributed load of 4 shares and a distributed compaction give the rows and
 checksum of the single-machine commands, one version each; a step whose worker is killed on
-its first attempt is retried by Ray and every row is there once.
+its first attempt is retried by Ray and every row is there once. Without a cluster: the
+driver's errors are whole, and an address where no Ray answers is given up.
 
 Needs `ravel-load` on PATH (`.ci/run` puts target/debug first)."""
 
@@ -105,9 +106,10 @@ class RayJobs(unittest.TestCase):
 
     def test_steps_killed_on_their_first_attempt_are_retried_and_every_row_is_there_once(self):
         store = self.store("killed")
-        # A split step (1 of 0-3) and a merge step (5 of 4-7).
-        markers = [os.path.join(self.dir, f"killed-{s}") for s in (1, 5)]
-        kill = f"1:{markers[0]},5:{markers[1]}"
+        # A split step (1 of 0-3) and the first merge step (4; the plan cuts as many merge steps
+        # as the inputs fill objects, at most 4).
+        markers = [os.path.join(self.dir, f"killed-{s}") for s in (1, 4)]
+        kill = f"1:{markers[0]},4:{markers[1]}"
         done = self.ravel_ray("load", "--store", store, "--table", "hits", "--steps", "4", "--input", *self.inputs,
                               env={"RAVEL_RAY_KILL_FIRST_ATTEMPT": kill})
         self.assertEqual(done.returncode, 0, done.stderr)
@@ -138,6 +140,48 @@ class RayJobs(unittest.TestCase):
 
 
 class Failures(unittest.TestCase):
+    def ravel_ray(self, *args):
+        # A guard, not a figure: a driver that waits on forever fails here instead of hanging.
+        return subprocess.run([sys.executable, "-m", "ravel_ray", *args], capture_output=True, text=True,
+                              env={**os.environ, **ENV}, timeout=300)
+
+    def test_a_bad_flag_prints_its_whole_error(self):
+        done = self.ravel_ray("load", "--store", "s", "--table", "t", "--input", "x.parquet", "--steps", "-3")
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertIn("argument --steps: must be at least 1, not -3", done.stderr)
+
+    def test_a_commands_error_is_kept_whole(self):
+        from ravel_ray.driver import JobFailed, _run
+
+        error = "error: unexpected argument '-3' found\n\n  tip: to pass '-3' as a value, use '-- -3'\n\n" \
+                "For more information, try '--help'."
+        script = f"import sys; sys.stderr.write('a log line\\n' + {error!r}); sys.exit(2)"
+        with self.assertRaises(JobFailed) as e:
+            _run([sys.executable, "-c", script])
+        self.assertEqual((e.exception.code, str(e.exception)), (2, error))
+
+    def test_an_address_nothing_answers_at_is_given_up(self):
+        address = f"127.0.0.1:{free_port()}"
+        done = self.ravel_ray("compact", "--store", "s", "--table", "t", "--address", address, "--connect-timeout", "2")
+        self.assertEqual(done.returncode, 1, done.stderr)
+        self.assertIn(f"error: no Ray cluster answers at {address} within 2 s (--connect-timeout)", done.stderr)
+
+    def test_an_address_that_answers_but_is_not_ray_is_given_up(self):
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        address = f"127.0.0.1:{listener.getsockname()[1]}"
+        with tempfile.TemporaryDirectory(prefix="ravel-ray-test-") as d:
+            store = os.path.join(d, "store")
+            sh("ravel-load", "demo", "--rows", "1000", "--dir", os.path.join(d, "demo"), "--store", store)
+            try:
+                done = self.ravel_ray("compact", "--store", store, "--table", "hits", "--address", address,
+                                      "--connect-timeout", "3")
+            finally:
+                listener.close()
+        self.assertEqual(done.returncode, 1, done.stderr)
+        self.assertIn(f"error: no Ray cluster answers at {address} within 3 s (--connect-timeout)", done.stderr)
+
     def test_a_steps_failure_survives_the_trip_back_from_its_task(self):
         import pickle
 
