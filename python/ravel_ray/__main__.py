@@ -36,6 +36,8 @@ def main(argv=None):
     p.add_argument("--connect-timeout", type=at_least(0.1, float), default=CONNECT_TIMEOUT_S,
                    help=f"seconds to wait for --address to answer before giving up (default: {CONNECT_TIMEOUT_S:g})")
     p.add_argument("--load-budget", type=at_least(1), help="bytes one step may hold (default: the tier's budget)")
+    p.add_argument("--object-bytes", type=at_least(1),
+                   help="target bytes of each object (default: the tier's); the input fills at most bytes / this merge steps")
     p.add_argument("--max-retries", type=at_least(0), default=3, help="retries of a step whose worker died")
     p.add_argument("--json", action="store_true", help="print the commit's report as JSON")
     a = p.parse_args(argv)
@@ -46,7 +48,7 @@ def main(argv=None):
     try:
         report = run_job(
             a.operation, a.store, a.table, a.input, a.steps, a.address, a.max_retries, a.load_budget,
-            a.connect_timeout,
+            a.connect_timeout, a.object_bytes,
         )
     except JobFailed as e:
         print(e.message if e.message.startswith("error:") else f"error: {e.message}", file=sys.stderr)

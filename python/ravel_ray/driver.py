@@ -173,6 +173,7 @@ def run_job(
     max_retries=3,
     load_budget=None,
     connect_timeout=CONNECT_TIMEOUT_S,
+    object_bytes=None,
 ):
     """Plans `operation` (load, compact or maintain), runs its steps as Ray tasks and commits
     them. Returns the commit's report (a dict). Raises JobFailed as the CLI fails, and when
@@ -191,6 +192,8 @@ def run_job(
         args += [f"--steps={steps}", "--out", plan]
         if load_budget is not None:
             args += [f"--load-budget={load_budget}"]
+        if object_bytes is not None:
+            args += [f"--object-bytes={object_bytes}"]
         if inputs:
             args += ["--input", *inputs]
         _run(args)

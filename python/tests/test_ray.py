@@ -86,12 +86,12 @@ class RayJobs(unittest.TestCase):
            "--input", *self.inputs)
         sh("ravel-load", "compact", "--store", single, "--table", "hits")
         before = self.version(spread)
-        done = self.ravel_ray("load", "--store", spread, "--table", "hits", "--steps", "4", "--input", *self.inputs)
+        done = self.ravel_ray("load", "--store", spread, "--table", "hits", "--steps", "4", "--object-bytes", "200000", "--input", *self.inputs)
         self.assertEqual(done.returncode, 0, done.stderr)
         report = json.loads(done.stdout)
         self.assertEqual(report["rows"], 4 * ROWS)
         self.assertEqual(self.version(spread), before + 1, "one version for the load")
-        done = self.ravel_ray("compact", "--store", spread, "--table", "hits", "--steps", "4")
+        done = self.ravel_ray("compact", "--store", spread, "--table", "hits", "--steps", "4", "--object-bytes", "200000")
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertEqual(self.version(spread), before + 2, "one version for the compaction")
         self.assertEqual(self.figures(spread), self.figures(single))
@@ -99,18 +99,18 @@ class RayJobs(unittest.TestCase):
         self.assertEqual(v["violations"], [], v)
         self.assertEqual(v["overlap"]["max_depth"], 1, "one sequence in clustering order")
         # The same load again: its inputs are consumed; nothing is published twice.
-        done = self.ravel_ray("load", "--store", spread, "--table", "hits", "--steps", "4", "--input", *self.inputs)
+        done = self.ravel_ray("load", "--store", spread, "--table", "hits", "--steps", "4", "--object-bytes", "200000", "--input", *self.inputs)
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertTrue(json.loads(done.stdout)["already_published"])
         self.assertEqual(self.figures(spread), self.figures(single))
 
     def test_steps_killed_on_their_first_attempt_are_retried_and_every_row_is_there_once(self):
         store = self.store("killed")
-        # A split step (1 of 0-3) and the first merge step (4; the plan cuts as many merge steps
-        # as the inputs fill objects, at most 4).
-        markers = [os.path.join(self.dir, f"killed-{s}") for s in (1, 4)]
-        kill = f"1:{markers[0]},4:{markers[1]}"
-        done = self.ravel_ray("load", "--store", store, "--table", "hits", "--steps", "4", "--input", *self.inputs,
+        # A split step (1 of 0-3) and a merge step past the first (5 of 4-7: the inputs fill
+        # more than four 200 kB objects).
+        markers = [os.path.join(self.dir, f"killed-{s}") for s in (1, 5)]
+        kill = f"1:{markers[0]},5:{markers[1]}"
+        done = self.ravel_ray("load", "--store", store, "--table", "hits", "--steps", "4", "--object-bytes", "200000", "--input", *self.inputs,
                               env={"RAVEL_RAY_KILL_FIRST_ATTEMPT": kill})
         self.assertEqual(done.returncode, 0, done.stderr)
         for m in markers:
@@ -131,7 +131,7 @@ class RayJobs(unittest.TestCase):
 
     def test_a_step_budget_no_node_holds_is_refused_before_any_step_runs(self):
         store = self.store("too-large")
-        done = self.ravel_ray("load", "--store", store, "--table", "hits", "--steps", "4", "--input", *self.inputs,
+        done = self.ravel_ray("load", "--store", store, "--table", "hits", "--steps", "4", "--object-bytes", "200000", "--input", *self.inputs,
                               "--load-budget", str(10**15))
         self.assertEqual(done.returncode, 2, done.stderr)
         self.assertIn("more than Ray's memory on any node", done.stderr)
