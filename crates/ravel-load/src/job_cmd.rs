@@ -49,7 +49,9 @@ pub enum PlanWhat {
 pub struct PlanFlags {
     #[command(flatten)]
     pub table: TableArgs,
-    /// Merge steps (key ranges); a load also splits its files into as many shares.
+    /// Merge steps (key ranges); a load also splits its files into as many shares. Cut to what
+    /// the input fills (merge steps: its bytes over --object-bytes; shares: one per file), with
+    /// a note in the plan.
     #[arg(long, default_value_t = 4)]
     pub steps: usize,
     /// Where the plan goes (JSON).
