@@ -274,6 +274,9 @@ async fn merge_and_publish(
     let mut load = opts.load.clone();
     load.load_budget = (opts.load.load_budget / 2).max(load.object_bytes);
     let mut w = Writer::new(store, table, load, order, geometry)?;
+    // Named as the load names its objects: a copy of its inputs under other names makes
+    // other objects, a rerun of it the same ones.
+    w.name_objects_by(spill.object_salt.clone());
     let k = chains.len();
     let merged = w.merge_all(chains).await;
     w.drop_intermediates().await;

@@ -146,6 +146,9 @@ pub(crate) struct Writer<'a> {
     /// Where the intermediates are stored: a prefix of this compaction's own.
     scratch: Scratch,
     metrics: WriteMetrics,
+    /// What the objects are named by besides their bytes: the load's whose rows a sorted
+    /// load's merge publishes (see [`Writer::name_objects_by`]); `None` for a compaction.
+    object_salt: Option<String>,
 }
 
 /// What a writer's loaders stored and how long its stages took: kept apart from any plan, and
@@ -221,7 +224,14 @@ impl<'a> Writer<'a> {
             intermediates: Vec::new(),
             scratch: Scratch::new(store.object_store().clone(), paths),
             metrics: WriteMetrics::default(),
+            object_salt: None,
         })
+    }
+
+    /// Names the objects written from now on by `salt` and their bytes, as the load whose
+    /// rows they publish names its own (see `ravel_loader::Prepared::object_salt`).
+    pub(crate) fn name_objects_by(&mut self, salt: Option<String>) {
+        self.object_salt = salt;
     }
 
     /// What the writer stored and spent so far.
@@ -254,6 +264,7 @@ impl<'a> Writer<'a> {
             intermediates: Vec::new(),
             scratch: self.scratch.clone(),
             metrics: WriteMetrics::default(),
+            object_salt: self.object_salt.clone(),
         }
     }
 
@@ -538,7 +549,9 @@ impl<'a> Writer<'a> {
     async fn loader(&self, mode: LoadMode) -> Result<Loader, CompactError> {
         let mode = mode.for_purpose(ravel_loader::Writing::Merge);
         let load = self.load.clone();
-        Ok(Loader::with_mode(self.store, self.table, load, mode).await?)
+        let mut loader = Loader::with_mode(self.store, self.table, load, mode).await?;
+        loader.set_object_salt(self.object_salt.clone());
+        Ok(loader)
     }
 
     /// `mode` for objects that only this compaction reads back (see [`Scratch`]).

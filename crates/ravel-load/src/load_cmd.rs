@@ -55,7 +55,8 @@ pub struct LoadArgs {
     pub no_maintain: bool,
     /// Load the inputs even when a version loaded them already: their rows then count twice.
     /// Without it, a load of inputs the table consumed publishes nothing and names the version
-    /// that did.
+    /// that did, and a file changed under a name a version loaded (rewritten, touched, copied
+    /// over) is refused.
     #[arg(long)]
     pub reload: bool,
     /// Print the report as JSON.

@@ -26,6 +26,8 @@ pub struct Uploader {
     /// Uploads at once, at most.
     depth: usize,
     budget: Budget,
+    /// What names the objects besides their bytes (see [`Uploader::set_salt`]).
+    salt: Option<String>,
 }
 
 /// An object stored.
@@ -77,7 +79,20 @@ impl Uploader {
             dir,
             depth: depth.max(1),
             budget,
+            salt: None,
         }
+    }
+
+    /// Names objects and sidecars from now on by `salt` and their bytes (`None`: by their
+    /// bytes alone): a load's identity, so that the same rows loaded from other inputs are
+    /// other objects (see `ravel_log::Consumed::object_salt`).
+    pub fn set_salt(&mut self, salt: Option<String>) {
+        self.salt = salt;
+    }
+
+    /// What names the objects besides their bytes.
+    pub fn salt(&self) -> Option<&str> {
+        self.salt.as_deref()
     }
 
     /// Stores sidecars ([`Uploader::put_sidecar`]) into `dir` rather than with the objects.
@@ -170,8 +185,8 @@ impl Uploader {
         })
     }
 
-    /// Stores `bytes` as `<dir>/<blake3 hash>.<extension>`, create-if-absent: a repeated upload
-    /// is harmless.
+    /// Stores `bytes` as `<dir>/<blake3 hash>.<extension>` (the hash of the salt, if any, and
+    /// the bytes), create-if-absent: a repeated upload is harmless.
     pub async fn put_content_addressed(
         &self,
         extension: &str,
@@ -196,8 +211,9 @@ impl Uploader {
         extension: &str,
         bytes: bytes::Bytes,
     ) -> Result<Put, LoadError> {
-        let hash = blake3::hash(&bytes);
-        let path = dir.clone().join(format!("{}.{extension}", hash.to_hex()));
+        let path = dir
+            .clone()
+            .join(format!("{}.{extension}", self.name_of(&bytes).to_hex()));
         let payload = PutPayload::from(bytes);
         let mut reused = false;
         let stored = match self
@@ -225,6 +241,18 @@ impl Uploader {
                 source,
             }),
         }
+    }
+
+    /// The content address of `bytes`: BLAKE3 of the salt (its length first) and the bytes.
+    fn name_of(&self, bytes: &[u8]) -> blake3::Hash {
+        let Some(salt) = &self.salt else {
+            return blake3::hash(bytes);
+        };
+        let mut h = blake3::Hasher::new();
+        h.update(&(salt.len() as u64).to_le_bytes());
+        h.update(salt.as_bytes());
+        h.update(bytes);
+        h.finalize()
     }
 }
 

@@ -1,6 +1,6 @@
 //! Commits: the next version, created if absent, retried over the versions that won.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use arrow::datatypes::Schema;
@@ -372,14 +372,7 @@ impl TableLog {
         )];
         actions.extend(table_changes(base, m, &commit.configuration));
         let now = now_ms();
-        actions.extend(commit.consumed.inputs.iter().map(|input| ActionLine {
-            txn: Some(Txn {
-                app_id: input.app_id(),
-                version: version as i64,
-                last_updated: Some(now as i64),
-            }),
-            ..ActionLine::default()
-        }));
+        actions.extend(consumed_txns(&commit.consumed, version, now));
         // An input whose rows a bounded step writes back unchanged is the same object (the
         // same content, the same name): it stays, re-added below with its new tags. Delta
         // forbids a remove and an add of one path in one version (readers would drop it).
@@ -423,14 +416,31 @@ impl TableLog {
     }
 }
 
+/// The `txn` actions that record what a load consumed as version `version`: one per input,
+/// and one per input's name (see [`crate::consumed`]).
+fn consumed_txns(consumed: &Consumed, version: u64, now: u64) -> Vec<ActionLine> {
+    let ids = consumed.inputs.iter().map(|i| i.app_id());
+    let names: BTreeSet<String> = consumed.inputs.iter().map(|i| i.name_app_id()).collect();
+    ids.chain(names)
+        .map(|app_id| ActionLine {
+            txn: Some(Txn {
+                app_id,
+                version: version as i64,
+                last_updated: Some(now as i64),
+            }),
+            ..ActionLine::default()
+        })
+        .collect()
+}
+
 /// The version of `base` that consumed every input of a load `commit`, if one did; an error
-/// when versions consumed only some of them.
+/// when versions consumed only some of them, or the name of one and not the input itself.
 fn consumed_by(base: &Snapshot, commit: &Commit<'_>) -> Result<Option<u64>, LogError> {
     if commit.operation != Operation::Load {
         return Ok(None);
     }
     match base.inputs_stand(&commit.consumed) {
-        InputsStand::New => Ok(None),
+        InputsStand::New => base.check_names(&commit.consumed).map(|()| None),
         InputsStand::Published { version } => Ok(Some(version)),
         InputsStand::Partly {
             input,

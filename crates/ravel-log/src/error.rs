@@ -114,6 +114,10 @@ pub enum LogError {
         new: usize,
     },
     #[error(
+        "input {input} is not the file version {version} loaded under that name (its size or modification time differs: rewritten, touched or copied over since); a name is loaded once, so nothing was published; pass --reload to load it as well (the rows version {version} loaded stay)"
+    )]
+    NameConsumed { input: String, version: u64 },
+    #[error(
         "writing log entry {key} failed ({write}) and reading it back failed too ({read}): the commit may or may not have happened; run the same command again"
     )]
     CommitUnknown {
@@ -152,9 +156,12 @@ impl LogError {
     }
 
     /// The user asked for something the table refuses (a load of inputs some of which a
-    /// version consumed already).
+    /// version consumed already, or of a file changed under a name a version consumed).
     pub fn is_invalid_input(&self) -> bool {
-        matches!(self, LogError::PartlyConsumed { .. })
+        matches!(
+            self,
+            LogError::PartlyConsumed { .. } | LogError::NameConsumed { .. }
+        )
     }
 }
 

@@ -164,6 +164,35 @@ impl Snapshot {
         u64::try_from(t.version).ok()
     }
 
+    /// The version that consumed an input named as `input` is, whatever its size and
+    /// version, if one did (versions that recorded their inputs' names: see
+    /// [`crate::consumed`]).
+    pub fn name_consumed_by(&self, input: &InputFile) -> Option<u64> {
+        let t = self.txns.get(&input.name_app_id())?;
+        u64::try_from(t.version).ok()
+    }
+
+    /// Refuses a load of `consumed` when a version consumed the name of one of its inputs
+    /// and not the input itself: the file changed under that name since (rewritten, touched,
+    /// copied over), and its name was loaded once already ([`crate::LogError::NameConsumed`],
+    /// naming the first such input). A reload is never refused.
+    pub fn check_names(&self, consumed: &Consumed) -> Result<(), crate::LogError> {
+        if consumed.reload {
+            return Ok(());
+        }
+        let changed = consumed.inputs.iter().find_map(|i| {
+            let version = self.name_consumed_by(i)?;
+            self.consumed_by(i).is_none().then_some((i, version))
+        });
+        match changed {
+            None => Ok(()),
+            Some((input, version)) => Err(crate::LogError::NameConsumed {
+                input: input.name.clone(),
+                version,
+            }),
+        }
+    }
+
     /// How `consumed`'s inputs stand to this version (see [`InputsStand`]).
     pub fn inputs_stand(&self, consumed: &Consumed) -> InputsStand {
         if consumed.reload || consumed.inputs.is_empty() {

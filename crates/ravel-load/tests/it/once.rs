@@ -3,8 +3,8 @@
 //! (maintenance, `compact`, a sorted load), and names the version that published them. A load
 //! whose maintenance failed says it is published (exit 4); its rerun retries the maintenance.
 //! `--reload` loads the inputs again on purpose; a load of inputs of which only some were
-//! loaded is refused. The reruns run on a local store and on a real S3 server (s3s-fs,
-//! in-process).
+//! loaded is refused, and so is a file changed under a name a version loaded. The reruns run
+//! on a local store and on a real S3 server (s3s-fs, in-process).
 
 mod kill;
 
@@ -150,10 +150,25 @@ fn a_load_of_inputs_some_of_which_were_loaded_is_refused() {
         "{err}"
     );
     assert_eq!(rows(&place, s), 2_000, "nothing published");
-    // A file rewritten in place is another input.
+    // A file rewritten in place: its name was loaded once already. Refused, naming it and
+    // the version that loaded the name, unless loaded again on purpose.
     std::fs::copy(&two, &one).unwrap();
-    let changed = load_json(&place, s, &one, "--no-maintain");
+    let err = place.fails(
+        2,
+        &format!(
+            "load --store {s} --table hits --input {} --no-maintain",
+            p(&one)
+        ),
+    );
+    assert!(
+        err.contains("s1.parquet is not the file version 0 loaded under that name")
+            && err.contains("--reload"),
+        "{err}"
+    );
+    assert_eq!(rows(&place, s), 2_000, "nothing published");
+    let changed = load_json(&place, s, &one, "--no-maintain --reload");
     assert_eq!(changed["already_published"], false, "{changed}");
+    assert_eq!(rows(&place, s), 4_000);
 }
 
 fn maintenance_failed_then_retried(place: &Place) {

@@ -70,6 +70,7 @@ impl Loader {
             Ok(manifest) => Ok(Prepared {
                 report: self.report(manifest.load_id.clone(), false),
                 consumed: self.consumed.clone(),
+                object_salt: self.uploader.salt().map(str::to_string),
                 manifest,
                 lease: self.lease.take(),
             }),
@@ -167,7 +168,10 @@ impl Loader {
     /// no later load of the same inputs publishes them again. Reads the newest version first:
     /// `Some` when it consumed every input already (the caller publishes nothing: see
     /// [`Loader::published_already`]), an error when it consumed only some
-    /// ([`ravel_log::LogError::PartlyConsumed`]). Before the first row is pushed.
+    /// ([`ravel_log::LogError::PartlyConsumed`]) or the name of one and not the file now
+    /// there ([`ravel_log::LogError::NameConsumed`]). Before the first row is pushed: the
+    /// objects are named by the load's identity and their bytes
+    /// ([`ravel_log::Consumed::object_salt`]).
     pub async fn consume(
         &mut self,
         consumed: ravel_log::Consumed,
@@ -175,8 +179,15 @@ impl Loader {
         let log = self.committer.log();
         let newest = log.latest().await?;
         self.consumed = consumed;
+        let salt = self
+            .consumed
+            .object_salt(self.layout.generation, newest.version);
+        self.uploader.set_salt(salt);
         match newest.inputs_stand(&self.consumed) {
-            ravel_log::InputsStand::New => Ok(None),
+            ravel_log::InputsStand::New => {
+                newest.check_names(&self.consumed)?;
+                Ok(None)
+            }
             ravel_log::InputsStand::Published { version } => {
                 Ok(Some(log.publication(version).await))
             }
@@ -191,6 +202,13 @@ impl Loader {
             }
             .into()),
         }
+    }
+
+    /// Names this load's objects from now on by `salt` and their bytes, as the load whose
+    /// rows they publish names its own ([`Prepared::object_salt`]): a merge that publishes a
+    /// load's rows.
+    pub fn set_object_salt(&mut self, salt: Option<String>) {
+        self.uploader.set_salt(salt);
     }
 
     /// The report of a load whose rows `p` published already: nothing was published now.

@@ -81,6 +81,10 @@ pub struct Prepared {
     /// What the load consumes (see [`Loader::consume`]): the version that publishes its rows
     /// records it.
     pub consumed: ravel_log::Consumed,
+    /// What the objects are named by besides their bytes (see [`Loader::consume`]); a merge
+    /// that publishes the load's rows names its objects the same way
+    /// ([`Loader::set_object_salt`]).
+    pub object_salt: Option<String>,
     pub(super) lease: Option<ravel_store::HeldLease>,
 }
 

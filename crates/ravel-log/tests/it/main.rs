@@ -530,6 +530,54 @@ async fn a_load_of_consumed_inputs_is_published_whatever_merged_since() {
 }
 
 #[tokio::test]
+async fn a_file_changed_under_a_consumed_name_is_refused_at_the_commit_unless_reloaded() {
+    let f = fixture();
+    let a = manifest("a", &["a1"]);
+    let once = |input: InputFile| Consumed::once(vec![input]);
+    f.commit_consuming(Operation::Load, &a, &[], once(input("x")))
+        .await
+        .unwrap();
+    // The same name, another modification time: the name was loaded once already, whatever
+    // merged since.
+    let merged = manifest("m", &["m1"]);
+    f.commit(Operation::Compaction, &merged, &["a1"])
+        .await
+        .unwrap();
+    let touched = InputFile {
+        version: "2".into(),
+        ..input("x")
+    };
+    let b = manifest("b", &["b1"]);
+    let err = f
+        .commit_consuming(Operation::Load, &b, &[], once(touched.clone()))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, LogError::NameConsumed { input, version: 0 } if input.ends_with("/x"))
+            && err.is_invalid_input(),
+        "{err}"
+    );
+    assert!(err.to_string().contains("--reload"), "{err}");
+    // Another name is another input; on purpose, the changed file loads too.
+    let copy = f.commit_consuming(Operation::Load, &b, &[], once(input("x-copy")));
+    assert_eq!(copy.await.unwrap(), Committed::Version(2));
+    let reload = Consumed {
+        reload: true,
+        ..once(touched.clone())
+    };
+    let c = manifest("c", &["c1"]);
+    let v = f.commit_consuming(Operation::Load, &c, &[], reload);
+    assert_eq!(v.await.unwrap(), Committed::Version(3));
+    let s = f.log.latest().await.unwrap();
+    assert_eq!(s.name_consumed_by(&input("x")), Some(3));
+    assert_eq!(s.consumed_by(&touched), Some(3));
+    // Each input's name is one txn of its own; checkpoints keep them.
+    f.log.write_checkpoint(&s).await.unwrap();
+    let from_checkpoint = f.log.newest_checkpoint().await.unwrap().unwrap();
+    assert_eq!(from_checkpoint.name_consumed_by(&input("x-copy")), Some(2));
+}
+
+#[tokio::test]
 async fn consumed_inputs_survive_a_checkpoint() {
     let f = fixture();
     let consumed = Consumed::once(vec![input("x")]);
