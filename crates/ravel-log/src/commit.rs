@@ -260,8 +260,10 @@ impl TableLog {
                 return;
             }
         };
-        base.apply(&crate::LogEntry { version, actions });
-        self.write_checksum(&base).await;
+        let entry = crate::LogEntry { version, actions };
+        base.apply(&entry);
+        self.write_checksum(&base, crate::checksum::txn_id(&entry))
+            .await;
         if version == 0 || (!version.is_multiple_of(CHECKPOINT_INTERVAL) && !merge) {
             return;
         }

@@ -43,15 +43,12 @@ pub enum LogError {
         "the table's log lost version {version}: its checksum file is there and its entry is not (deleted?); nothing is read or written until the entry is restored (a backup, the store's object versions)"
     )]
     LostEntry { version: u64 },
+    /// A checksum file disagrees with the log, and nothing tells that the file is what is
+    /// wrong ([`crate::Culprit`]).
     #[error(
-        "the table's log disagrees with the checksum file of version {version}: it records {} files of {} bytes, the log replayed gives {} files of {} bytes (an entry lost or changed); nothing is read or written until the log is restored",
-        recorded.files, recorded.bytes, replayed.files, replayed.bytes
+        "{0}; nothing is read or written until that is resolved: restore the lost entry (a backup, the store's object versions), or delete the checksum file if the log is intact"
     )]
-    ChecksumDisagrees {
-        version: u64,
-        recorded: crate::Counts,
-        replayed: crate::Counts,
-    },
+    ChecksumDisagrees(Box<crate::ChecksumDisagreement>),
     #[error("version {version} adds {path}, which names no ravel-load manifest ({problem})")]
     ForeignAdd {
         version: u64,

@@ -49,7 +49,7 @@ pub use checkpoint::{
     CHECKPOINT_INTERVAL, LastCheckpoint, checkpoint_actions, checkpoint_actions_at,
     checkpoint_schema, decode_checkpoint, encode_checkpoint,
 };
-pub use checksum::{ChecksumMismatch, Counts, VersionChecksum};
+pub use checksum::{CheckpointDamage, ChecksumDisagreement, Counts, Culprit, VersionChecksum};
 pub use commit::{Commit, Committed, Operation, Published, published_in};
 pub use consumed::{Consumed, InputFile, InputsStand, Txn};
 pub use error::{LogError, Mismatch};
@@ -143,51 +143,99 @@ impl TableLog {
     /// log reads as the union of its manifests; one with neither has no version (`version`
     /// is `None`).
     ///
-    /// A snapshot started from a checkpoint is checked against the newest checksum file of its
-    /// versions ([`VersionChecksum`]); on a mismatch the whole log is replayed, a warning
-    /// logged, and the replay returned with [`Snapshot::checksum_mismatch`] set.
+    /// The version is checked against the newest checksum file of its last versions
+    /// ([`VersionChecksum`]). When a snapshot started from a checkpoint disagrees with it, the
+    /// whole log is replayed to tell which is wrong (see [`TableLog::replay_checked`]).
     pub async fn latest(&self) -> Result<Snapshot, LogError> {
-        if let Some(mut s) = self.read_checkpoint().await {
-            let checkpoint = s.version.unwrap_or(0);
-            let mut built = vec![(checkpoint, Counts::of(&s))];
-            let versions = self.versions_from(s.next_version()).await?;
-            for e in self.entries(&versions).await? {
-                s.apply(&e);
-                built.push((e.version, Counts::of(&s)));
+        let Some(mut s) = self.read_checkpoint().await else {
+            let replayed = self.replay_checked(None).await?;
+            if replayed.version.is_none() {
+                return self.read_legacy().await;
             }
-            let Some(mismatch) = self.check_built(checkpoint, &built).await? else {
-                return Ok(s);
-            };
-            checksum::warn_once(self.table.name(), &mismatch);
-            let mut replayed = self.replay_checked().await?;
-            replayed.checksum_mismatch = Some(mismatch);
             return Ok(replayed);
-        }
-        let replayed = self.replay_checked().await?;
-        if replayed.version.is_none() {
-            return self.read_legacy().await;
-        }
-        Ok(replayed)
-    }
-
-    /// The whole log replayed, checked against the newest checksum file of its last versions:
-    /// a replay that disagrees with one is [`LogError::ChecksumDisagrees`] (an entry was lost
-    /// or changed since the checksum was written).
-    async fn replay_checked(&self) -> Result<Snapshot, LogError> {
-        let mut s = Snapshot::default();
-        let mut built = Vec::new();
-        for e in self.history().await? {
+        };
+        let checkpoint = s.version.unwrap_or(0);
+        let mut built = vec![(checkpoint, Counts::of(&s))];
+        let versions = self.versions_from(s.next_version()).await?;
+        for e in self.entries(&versions).await? {
             s.apply(&e);
             built.push((e.version, Counts::of(&s)));
         }
-        if let Some(m) = self.check_built(0, &built).await? {
-            return Err(LogError::ChecksumDisagrees {
-                version: m.version,
-                recorded: m.recorded,
-                replayed: m.built,
-            });
+        match self.newest_checksum(&built).await? {
+            Some(checked) if !checked.agrees() => {
+                let read = FromCheckpoint {
+                    version: checkpoint,
+                    checked,
+                };
+                self.replay_checked(Some(read)).await
+            }
+            _ => Ok(s),
         }
-        Ok(s)
+    }
+
+    /// The whole log replayed, checked against the newest checksum file of its last versions.
+    /// `from_checkpoint`: what a checkpoint (and the entries after it) gave at that file's
+    /// version, which the file contradicted.
+    ///
+    /// A checkpoint that disagrees with the replay is damaged: a warning names it
+    /// ([`Snapshot::damaged_checkpoint`]). A checksum file that disagrees with the replay is
+    /// weighed ([`Culprit`]): when the file is what is wrong, a warning names it
+    /// ([`Snapshot::wrong_checksum`]) and the replay is read; otherwise the read fails with
+    /// [`LogError::ChecksumDisagrees`] (an entry was lost or changed).
+    async fn replay_checked(
+        &self,
+        from_checkpoint: Option<FromCheckpoint>,
+    ) -> Result<Snapshot, LogError> {
+        let history = self.history().await?;
+        let mut s = Snapshot::default();
+        let mut built = Vec::new();
+        for e in &history {
+            s.apply(e);
+            built.push((e.version, Counts::of(&s)));
+        }
+        let Some(checked) = self.newest_checksum(&built).await? else {
+            return Ok(s);
+        };
+        let mut witness = false;
+        if let Some(read) = &from_checkpoint {
+            let agree = read.checked.counts == checked.counts;
+            witness = agree && read.version == checked.version;
+            if !agree {
+                let damage = self.checkpoint_damage(read, &checked);
+                let what = format!(
+                    "{damage}; replaying the whole log instead (verify reports it; the next checkpoint replaces it)"
+                );
+                checksum::warn_once(self.table.name(), ("checkpoint", read.version), &what);
+                s.damaged_checkpoint = Some(damage);
+            }
+        }
+        let entry = history.iter().find(|e| e.version == checked.version);
+        match self.disagreement(&checked, entry, witness).await? {
+            None => Ok(s),
+            Some(d) if d.culprit == Culprit::ChecksumFile => {
+                let what = format!("{d}; reading the log (verify reports it)");
+                checksum::warn_once(self.table.name(), ("checksum", d.version), &what);
+                s.wrong_checksum = Some(d);
+                Ok(s)
+            }
+            Some(d) => Err(LogError::ChecksumDisagrees(Box::new(d))),
+        }
+    }
+
+    /// The damage of a checkpoint that gave `read`, where the whole log replayed gives
+    /// `replayed` (at the same checksum file's version).
+    fn checkpoint_damage(
+        &self,
+        read: &FromCheckpoint,
+        replayed: &checksum::Checked,
+    ) -> CheckpointDamage {
+        CheckpointDamage {
+            file: self.checkpoint_path(read.version).to_string(),
+            version: replayed.version,
+            built: read.checked.counts,
+            replayed: replayed.counts,
+            checksum_file: self.checksum_path(replayed.version).to_string(),
+        }
     }
 
     /// The table as version `version` left it.
@@ -472,6 +520,14 @@ impl TableLog {
             Err(source) => Err(LogError::Manifest { key, source }),
         }
     }
+}
+
+/// What a checkpoint and the entries after it gave at the version of a checksum file that
+/// contradicts it.
+struct FromCheckpoint {
+    /// The checkpoint's version.
+    version: u64,
+    checked: checksum::Checked,
 }
 
 /// The version `entries` (from version 0, in order) leave.

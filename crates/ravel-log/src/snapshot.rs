@@ -58,9 +58,12 @@ pub struct Snapshot {
     pub totals: Option<crate::Totals>,
     /// Manifests already read (a table without a log reads them to build its version).
     pub(crate) known: BTreeMap<String, Arc<Manifest>>,
-    /// The checkpoint this version was first built from disagreed with a checksum file, and
-    /// this is the whole log replayed instead (see [`crate::TableLog::latest`]).
-    pub checksum_mismatch: Option<crate::ChecksumMismatch>,
+    /// The checkpoint this version was first built from disagreed with the log, and this is
+    /// the whole log replayed instead (see [`crate::TableLog::latest`]).
+    pub damaged_checkpoint: Option<crate::CheckpointDamage>,
+    /// The checksum file of this version (or of one of its last) disagrees with the log, and
+    /// the evidence says the file is wrong: this is the log as it reads.
+    pub wrong_checksum: Option<crate::ChecksumDisagreement>,
     /// Per object of this version, the version that added it.
     pub(crate) added_in: BTreeMap<String, u64>,
     /// The newest `txn` action of each application, by `appId` (a load's inputs among them:

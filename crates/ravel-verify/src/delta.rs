@@ -207,11 +207,12 @@ fn checkpoint_problems(newest: &Snapshot, replayed: &Snapshot) -> Vec<Problem> {
     out
 }
 
-/// The newest checkpoint (when there is one) and checksum file (when the newest version has
-/// one) against `replayed`, a replay of the whole log.
+/// The newest checkpoint (when there is one) against `replayed`, a replay of the whole log, and
+/// every checksum file against the version `history` (every entry) replays to.
 pub(crate) async fn log_problems(
     log: &ravel_log::TableLog,
     replayed: &Snapshot,
+    history: &[ravel_log::LogEntry],
 ) -> Result<Vec<Violation>, ravel_log::LogError> {
     let checkpoint = match log.newest_checkpoint().await {
         Ok(Some(mut from)) => log
@@ -227,36 +228,13 @@ pub(crate) async fn log_problems(
         .into_iter()
         .map(|problem| Violation::new(LOG, problem))
         .collect();
-    out.extend(checksum_problem(log, replayed).await?);
+    let checksums = log.checksum_disagreements(history).await?;
+    out.extend(checksums.into_iter().map(|d| {
+        let file = d.file.clone();
+        Violation::new(file, Problem::ChecksumMismatch { disagreement: d })
+    }));
     Ok(out)
 }
 
 /// The object named by violations of the log as a whole.
 pub(crate) const LOG: &str = "the Delta log";
-
-/// The newest version's checksum file (when it has one) against a replay of the log.
-async fn checksum_problem(
-    log: &ravel_log::TableLog,
-    replayed: &Snapshot,
-) -> Result<Option<Violation>, ravel_log::LogError> {
-    let Some(version) = replayed.version else {
-        return Ok(None);
-    };
-    let Some(crc) = log.checksum(version).await? else {
-        return Ok(None);
-    };
-    let built = ravel_log::Counts::of(replayed);
-    if (crc.num_files, crc.table_size_bytes) == (built.files, built.bytes) {
-        return Ok(None);
-    }
-    let problem = Problem::ChecksumMismatch {
-        recorded_files: crc.num_files,
-        recorded_bytes: crc.table_size_bytes,
-        replayed_files: built.files,
-        replayed_bytes: built.bytes,
-    };
-    Ok(Some(Violation::new(
-        log.checksum_path(version).to_string(),
-        problem,
-    )))
-}

@@ -76,7 +76,7 @@ async fn verify_log(
     };
     found
         .violations
-        .extend(delta::log_problems(&t.log, &chain.replayed).await?);
+        .extend(delta::log_problems(&t.log, &chain.replayed, &history).await?);
     let live = t.log.manifests(&snapshot).await?;
     let stored = objects::stored(t.store.as_ref(), &t.paths).await?;
     if live.is_empty() && stored.is_empty() {

@@ -63,14 +63,12 @@ pub enum Problem {
     },
     /// The version read from the newest checkpoint has another protocol or `metaData`.
     CheckpointMetadata { version: Option<u64> },
-    /// The log lost an entry or disagrees with a checksum file: nothing reads the table.
+    /// The log lost an entry, or a checksum file says it did: nothing reads the table.
     LogDamaged { cause: Cause },
-    /// The newest version's checksum file disagrees with a replay of the log.
+    /// A checksum file disagrees with the log replayed to its version (the object is the
+    /// file): which figures, and what the evidence says is wrong.
     ChecksumMismatch {
-        recorded_files: u64,
-        recorded_bytes: u64,
-        replayed_files: u64,
-        replayed_bytes: u64,
+        disagreement: ravel_log::ChecksumDisagreement,
     },
     /// A column has no Delta type and the protocol does not say readers must refuse the table.
     ProtocolFeatureMissing { why: String },
@@ -328,15 +326,7 @@ impl fmt::Display for Problem {
                 "read from its checkpoint, version {version:?} has another protocol or metaData than a replay of the log"
             ),
             LogDamaged { cause } => write!(f, "{cause}"),
-            ChecksumMismatch {
-                recorded_files,
-                recorded_bytes,
-                replayed_files,
-                replayed_bytes,
-            } => write!(
-                f,
-                "records {recorded_files} files of {recorded_bytes} bytes, the log's replay gives {replayed_files} files of {replayed_bytes} bytes"
-            ),
+            ChecksumMismatch { disagreement } => f.write_str(&disagreement.finding()),
             ProtocolFeatureMissing { why } => write!(
                 f,
                 "the log's protocol does not list reader feature {}, though {why}",

@@ -265,7 +265,7 @@ fn a_lost_newest_entry_is_reported_and_nothing_is_read_or_collected_on_s3() {
 }
 
 #[test]
-fn a_checksum_file_that_disagrees_with_the_log_is_a_violation() {
+fn a_checksum_file_that_disagrees_with_the_log_is_named_and_the_log_read() {
     let place = Place::local();
     let dir = tempfile::tempdir().unwrap();
     let s = &hits(&place);
@@ -276,11 +276,28 @@ fn a_checksum_file_that_disagrees_with_the_log_is_a_violation() {
         serde_json::from_slice(&std::fs::read(&crc).unwrap()).unwrap();
     recorded["numFiles"] = serde_json::json!(recorded["numFiles"].as_u64().unwrap() + 1);
     std::fs::write(&crc, serde_json::to_vec(&recorded).unwrap()).unwrap();
+    // The entry is the one the file was written for: the file is wrong, the log reads.
+    let out = place.run(&line(
+        &format!("query --store {s} --table hits --format csv"),
+        &["SELECT COUNT(*) FROM hits"],
+    ));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("2000"));
+    assert!(
+        err.contains("checksum file hits/_delta_log/00000000000000000000.crc records numFiles")
+            && !err.contains("checkpoint is damaged"),
+        "{err}"
+    );
     let out = place.run(&format!("verify --store {s} --table hits --json"));
     assert_eq!(out.status.code(), Some(1));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let damaged = violation_of_kind(&report, "log_damaged");
-    assert!(damaged.contains("checksum file of version 0"), "{report}");
+    assert_eq!(report["rows"], 2_000, "{report}");
+    let wrong = violation_of_kind(&report, "checksum_mismatch");
+    assert!(
+        wrong.starts_with("records numFiles") && wrong.contains("the checksum file is wrong"),
+        "{report}"
+    );
 }
 
 /// The problem of `report`'s violation of kind `kind`, which must be there.

@@ -592,29 +592,102 @@ async fn consumed_inputs_survive_a_checkpoint() {
     assert_eq!(from_checkpoint.consumed_by(&input("x")), Some(0));
 }
 
+/// Rewrites the checksum file of `version`: `change` edits its JSON.
+async fn edit_checksum(f: &Fixture, version: u64, change: impl FnOnce(&mut serde_json::Value)) {
+    let crc = Path::from(format!("t/_delta_log/{version:020}.crc"));
+    let good = f.store.get(&crc).await.unwrap().bytes().await.unwrap();
+    let mut json: serde_json::Value = serde_json::from_slice(&good).unwrap();
+    change(&mut json);
+    let bytes = serde_json::to_vec(&json).unwrap();
+    f.store.put(&crc, PutPayload::from(bytes)).await.unwrap();
+}
+
 #[tokio::test]
-async fn a_lost_newest_entry_and_a_checksum_that_disagrees_refuse_reads() {
+async fn a_wrong_checksum_file_is_named_and_the_log_read() {
     let f = fixture();
     for i in 0..3 {
         let m = manifest(&format!("l{i}"), &[&format!("o{i}")]);
         f.commit(Operation::Load, &m, &[]).await.unwrap();
     }
-    let crc = Path::from("t/_delta_log/00000000000000000002.crc");
-    let good = f.store.get(&crc).await.unwrap().bytes().await.unwrap();
-    // A checksum that disagrees with the replay (one file fewer).
-    let mut wrong: serde_json::Value = serde_json::from_slice(&good).unwrap();
-    wrong["numFiles"] = serde_json::json!(2);
+    // The file records one file more than version 2 holds; its entry is the one it was
+    // written for (the same txnId): the file is wrong, the log reads.
+    edit_checksum(&f, 2, |crc| crc["numFiles"] = serde_json::json!(4)).await;
+    let s = f.log.latest().await.unwrap();
+    assert_eq!((s.version, s.files().len()), (Some(2), 3));
+    let wrong = s.wrong_checksum.clone().expect("named");
+    assert_eq!(wrong.culprit, ravel_log::Culprit::ChecksumFile);
+    let said = wrong.to_string();
+    assert!(
+        said.starts_with("checksum file t/_delta_log/00000000000000000002.crc records numFiles 4 (3 in the log replayed) for version 2")
+            && said.contains("the checksum file is wrong"),
+        "{said}"
+    );
+    // Read from a checkpoint of that version: the checkpoint is not blamed.
+    f.log.write_checkpoint(&s).await.unwrap();
+    let s = f.log.latest().await.unwrap();
+    assert_eq!(s.files().len(), 3);
+    assert!(s.damaged_checkpoint.is_none());
+    assert!(s.wrong_checksum.is_some());
+    // Every stored file is weighed, not only the newest.
+    edit_checksum(&f, 0, |crc| crc["tableSizeBytes"] = serde_json::json!(7)).await;
+    let history = f.log.history().await.unwrap();
+    let found = f.log.checksum_disagreements(&history).await.unwrap();
+    let versions: Vec<u64> = found.iter().map(|d| d.version).collect();
+    assert_eq!(versions, [0, 2]);
+    assert!(
+        found[0]
+            .finding()
+            .starts_with("records tableSizeBytes 7 (100 in the log replayed)")
+    );
+}
+
+#[tokio::test]
+async fn a_checksum_file_whose_entry_another_commit_replaced_refuses_reads() {
+    let f = fixture();
+    for i in 0..3 {
+        let m = manifest(&format!("l{i}"), &[&format!("o{i}")]);
+        f.commit(Operation::Load, &m, &[]).await.unwrap();
+    }
+    // Another writer's entry 2 in place of ravel's (a store without conditional creates):
+    // version 2 as the checksum file recorded it is lost.
+    let other = r#"{"commitInfo":{"operation":"WRITE","txnId":"another"}}"#;
     f.store
-        .put(&crc, PutPayload::from(serde_json::to_vec(&wrong).unwrap()))
+        .put(
+            &Path::from("t/_delta_log/00000000000000000002.json"),
+            PutPayload::from(format!("{other}\n").into_bytes()),
+        )
         .await
         .unwrap();
     let err = f.log.latest().await.unwrap_err();
+    assert!(err.is_damage(), "{err}");
+    let said = err.to_string();
     assert!(
-        matches!(err, LogError::ChecksumDisagrees { version: 2, .. }) && err.is_damage(),
-        "{err}"
+        said.starts_with("checksum file t/_delta_log/00000000000000000002.crc records numFiles 3 (2 in the log replayed)")
+            && said.contains("the entry is not the one it was written for"),
+        "{said}"
     );
-    f.store.put(&crc, PutPayload::from(good)).await.unwrap();
-    assert_eq!(f.log.latest().await.unwrap().version, Some(2));
+    // A file that names no commit cannot tell: reads refuse, naming the file.
+    edit_checksum(&f, 2, |crc| {
+        crc.as_object_mut().unwrap().remove("txnId");
+    })
+    .await;
+    let err = f.log.latest().await.unwrap_err();
+    let said = err.to_string();
+    assert!(
+        matches!(&err, LogError::ChecksumDisagrees(d) if d.culprit == ravel_log::Culprit::Unknown)
+            && said.contains("00000000000000000002.crc")
+            && said.contains("delete the checksum file if the log is intact"),
+        "{said}"
+    );
+}
+
+#[tokio::test]
+async fn a_lost_newest_entry_refuses_reads() {
+    let f = fixture();
+    for i in 0..3 {
+        let m = manifest(&format!("l{i}"), &[&format!("o{i}")]);
+        f.commit(Operation::Load, &m, &[]).await.unwrap();
+    }
     // The newest entry deleted, its checksum file left: the version is lost, not silently
     // older.
     f.store

@@ -44,12 +44,15 @@ fn words() -> Vec<(Problem, &'static str, &'static str)> {
         ),
         (
             ChecksumMismatch {
-                recorded_files: 1,
-                recorded_bytes: 2,
-                replayed_files: 3,
-                replayed_bytes: 4,
+                disagreement: ravel_log::ChecksumDisagreement {
+                    file: "t/_delta_log/00000000000000000003.crc".into(),
+                    version: 3,
+                    recorded: ravel_log::Counts { files: 1, bytes: 2 },
+                    replayed: ravel_log::Counts { files: 3, bytes: 2 },
+                    culprit: ravel_log::Culprit::ChecksumFile,
+                },
             },
-            "records 1 files of 2 bytes, the log's replay gives 3 files of 4 bytes",
+            "records numFiles 1 (3 in the log replayed) for version 3; the entry is the one it was written for, so the checksum file is wrong and the log reads",
             "checksum_mismatch",
         ),
         (

@@ -323,3 +323,74 @@ async fn a_load_whose_nullability_differs_from_the_tables_fails() {
         "{found:?}"
     );
 }
+
+/// Loads `rows` hits rows (seed `seed`) into `store` as one version.
+async fn load_small(store: &Store, rows: u64, seed: u64) {
+    let (_, batches) = generate(GenOptions {
+        rows,
+        seed,
+        batch_rows: 1_000,
+        ..GenOptions::default()
+    });
+    let opts = LoadOptions {
+        object_bytes: 200_000,
+        ..LoadOptions::default()
+    };
+    let mut loader = Loader::new(store, "hits", opts).await.unwrap();
+    for b in batches {
+        loader.push(b).await.unwrap();
+    }
+    loader.finish().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_checksum_file_that_disagrees_with_the_log_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().to_str().unwrap()).unwrap();
+    ravel_testkit::set_layout(&store, "hits", &ravel_hits::layout()).await;
+    for seed in 1..=3 {
+        load_small(&store, 1_000, seed).await;
+    }
+    let crc = |version: u64| {
+        dir.path()
+            .join(format!("hits/_delta_log/{version:020}.crc"))
+    };
+    let wrong = |version: u64, field: &str| {
+        let path = crc(version);
+        let mut json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        json[field] = serde_json::json!(json[field].as_u64().unwrap() + 1);
+        std::fs::write(&path, serde_json::to_vec(&json).unwrap()).unwrap();
+    };
+    // An older version's file, then the newest one's: the entries are the ones they were
+    // written for, so the log reads, and each file is a violation of its own.
+    wrong(1, "numFiles");
+    wrong(2, "tableSizeBytes");
+    let report = verify(&store, "hits", &VerifyOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(report.rows, 3_000, "{:#?}", report.violations);
+    let found: Vec<(String, String)> = report
+        .violations
+        .iter()
+        .map(|v| (v.object.clone(), v.problem.to_string()))
+        .collect();
+    assert_eq!(found.len(), 2, "{found:#?}");
+    for ((object, problem), (version, figure)) in
+        found.iter().zip([(1, "numFiles"), (2, "tableSizeBytes")])
+    {
+        assert!(object.ends_with(&format!("{version:020}.crc")), "{object}");
+        assert!(
+            problem.starts_with(&format!("records {figure} "))
+                && problem.contains(&format!("for version {version}"))
+                && problem.contains("the checksum file is wrong"),
+            "{problem}"
+        );
+    }
+    assert!(
+        report
+            .violations
+            .iter()
+            .all(|v| v.problem.kind() == "checksum_mismatch")
+    );
+}
