@@ -651,6 +651,56 @@ fn delta_rs_table_maintained(place: &Place) {
     assert_eq!(t.ravel(), expected(3000));
 }
 
+/// `maintain` and `compact` that take other writers' objects in say so: the version the
+/// adoption committed, the objects taken in and written in their place, the bytes written; in
+/// text and in JSON.
+#[test]
+fn maintenance_and_compaction_report_the_objects_they_took_in() {
+    let place = Place::local();
+    let dir = tempfile::tempdir().unwrap();
+    let t = Table::new(&place, dir.path());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(t.delta_create(1000));
+    t.ok("layout time set --column time");
+    t.ok("layout clustering-key set --column k --bucket-width 1d");
+    let newest = t.versions() - 1;
+    let text = t.ok("maintain --object-bytes 20000");
+    let took = format!(
+        "table t: version {newest} -> {}: took in 2 object(s) other Delta writers added (1000 rows), rewritten as ",
+        newest + 1
+    );
+    assert!(text.starts_with(&took), "{text}");
+    assert!(text.contains(" bytes written\n"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "then nothing to maintain at version {}",
+            newest + 1
+        )) && !text.contains("nothing written"),
+        "{text}"
+    );
+    assert_eq!(t.versions(), newest + 2);
+
+    // Another append, taken in by compact (which then merges it with the rest).
+    rt.block_on(t.delta_append(1000, 1500)).unwrap();
+    let newest = t.versions() - 1;
+    let report = t.json("compact --object-bytes 20000");
+    let adopted = &report["adopted"];
+    assert_eq!(adopted["version"], newest + 1, "{report}");
+    assert_eq!(
+        (adopted["objects"].clone(), adopted["rows"].clone()),
+        (1.into(), 500.into())
+    );
+    assert!(adopted["output_objects"].as_u64().unwrap() > 0, "{report}");
+    let adopted_bytes = adopted["written_bytes"].as_u64().unwrap();
+    assert!(adopted_bytes > 0, "{report}");
+    assert_eq!(report["read_version"], newest, "{report}");
+    assert!(
+        report["written_bytes"].as_u64().unwrap() > adopted_bytes,
+        "{report}"
+    );
+    assert_eq!(t.ravel(), expected(1500));
+}
+
 #[test]
 fn an_object_with_a_column_the_table_lacks_is_named_and_nothing_is_published() {
     extra_column_named(&Place::s3());
