@@ -37,8 +37,6 @@ pub struct Table {
     /// Files that failed, by `appId`: left out until their content changes.
     failed: BTreeMap<String, FailedFile>,
     replaced: BTreeMap<String, ReplacedFile>,
-    /// Names of consumed inputs, with their identities and versions (read when needed).
-    names: Option<BTreeMap<String, Consumption>>,
     pub status: TableStatus,
     /// The maintenance policy's next step on the newest version, as a dry run planned it.
     maintenance: Option<Planned>,
@@ -71,12 +69,6 @@ struct Opened {
     cursor: Option<crate::cursor::Cursor>,
     log: TableLog,
     snapshot: Option<Snapshot>,
-}
-
-#[derive(Debug, Clone)]
-struct Consumption {
-    identity: InputFile,
-    version: u64,
 }
 
 /// A dry run's plan of the next maintenance step.
@@ -125,7 +117,6 @@ impl Table {
             isolate: false,
             failed: BTreeMap::new(),
             replaced: BTreeMap::new(),
-            names: None,
             status,
             maintenance: None,
             last_load: None,
@@ -294,7 +285,7 @@ impl Table {
         self.unmatched = listing.unmatched;
         let listed = listing.files;
         let still = self.still(listed.clone());
-        let consumed = self.sort_landed(still).await?;
+        let consumed = self.sort_landed(still);
         if !work.dry_run {
             self.after_load(consumed).await?;
             self.advance_cursor(&listed).await?;
@@ -358,24 +349,14 @@ impl Table {
     /// Returns whether there were any.
     async fn read_log(&mut self) -> Result<bool, LogError> {
         let o = self.opened.as_mut().expect("opened");
-        let entries = match &mut o.snapshot {
-            None => {
-                o.snapshot = Some(o.log.latest().await?);
-                self.names = None;
-                return Ok(true);
-            }
-            Some(s) => {
-                if !o.log.entry_stored(s.next_version()).await? {
-                    return Ok(false);
-                }
-                o.log.catch_up(s).await?
-            }
+        let Some(s) = &mut o.snapshot else {
+            o.snapshot = Some(o.log.latest().await?);
+            return Ok(true);
         };
-        if let Some(names) = &mut self.names {
-            for e in &entries {
-                add_names(names, e);
-            }
+        if !o.log.entry_stored(s.next_version()).await? {
+            return Ok(false);
         }
+        let entries = o.log.catch_up(s).await?;
         Ok(!entries.is_empty())
     }
 
@@ -421,7 +402,7 @@ impl Table {
     }
 
     /// Returns the listed files a version consumed.
-    async fn sort_landed(&mut self, listed: Vec<Landed>) -> Result<Vec<Landed>, LogError> {
+    fn sort_landed(&mut self, listed: Vec<Landed>) -> Vec<Landed> {
         // Files gone from the landing prefix leave the failed and replaced lists.
         let ids: std::collections::BTreeSet<String> =
             listed.iter().map(|f| f.identity.app_id()).collect();
@@ -434,57 +415,37 @@ impl Table {
         let (consumed, unconsumed): (Vec<Landed>, Vec<Landed>) = listed
             .into_iter()
             .partition(|f| snapshot.consumed_by(&f.identity).is_some());
-        let unconsumed: Vec<Landed> = unconsumed
+        // A name a version consumed with other content: the snapshot's name records say so.
+        let unconsumed: Vec<(Landed, Option<u64>)> = unconsumed
             .into_iter()
             .filter(|f| !self.failed.contains_key(&f.identity.app_id()))
+            .map(|f| {
+                let name = snapshot.name_consumed_by(&f.identity);
+                (f, name)
+            })
             .collect();
-        if !unconsumed.is_empty() && self.names.is_none() {
-            self.names = Some(self.read_names().await?);
-        }
-        let names = self.names.as_ref();
         self.pending.clear();
-        for f in unconsumed {
-            match names.and_then(|n| n.get(&f.identity.name)) {
-                Some(c) if c.identity != f.identity => {
+        for (f, name) in unconsumed {
+            match name {
+                Some(version) => {
                     if !self.replaced.contains_key(&f.identity.name) {
-                        tracing::warn!(table = %self.cfg.name, file = %f.identity.name, consumed_by = c.version, "a file replaced under a name the table consumed: not loaded again");
+                        tracing::warn!(table = %self.cfg.name, file = %f.identity.name, consumed_by = version, "a file replaced under a name the table consumed: not loaded again");
                     }
                     self.replaced.insert(
                         f.identity.name.clone(),
                         ReplacedFile {
                             name: f.identity.name.clone(),
                             size: f.identity.size,
-                            consumed_by: c.version,
+                            consumed_by: version,
                         },
                     );
                 }
-                _ => self.pending.push(f),
+                None => self.pending.push(f),
             }
         }
         self.pending
             .sort_by_key(|f| (f.landed, f.identity.name.clone()));
-        Ok(consumed)
-    }
-
-    /// The inputs every version consumed, by name, from the versions' `commitInfo`.
-    async fn read_names(&self) -> Result<BTreeMap<String, Consumption>, LogError> {
-        let o = self.opened();
-        let snapshot = o.snapshot.as_ref().expect("read");
-        let mut versions: Vec<u64> = snapshot
-            .txns()
-            .values()
-            .filter_map(|t| u64::try_from(t.version).ok())
-            .collect();
-        versions.sort_unstable();
-        versions.dedup();
-        let mut names = BTreeMap::new();
-        for v in versions {
-            // An entry a log cleanup removed names nothing; its inputs still count as consumed.
-            if let Ok(e) = o.log.entry(v).await {
-                add_names(&mut names, &e);
-            }
-        }
-        Ok(names)
+        consumed
     }
 
     /// Whether a batch is due: its bytes reach the batch size, its oldest file waited the
@@ -550,22 +511,6 @@ impl Table {
             return None;
         }
         self.maintenance.as_ref().filter(|p| p.merge)
-    }
-}
-
-/// Adds the inputs `entry` consumed (its `commitInfo.ravel.inputs`) to `names`.
-fn add_names(names: &mut BTreeMap<String, Consumption>, entry: &ravel_log::LogEntry) {
-    let Some(inputs) = entry
-        .commit_info()
-        .and_then(|c| c["ravel"]["inputs"].as_array())
-    else {
-        return;
-    };
-    for input in inputs {
-        if let Ok(identity) = serde_json::from_value::<InputFile>(input.clone()) {
-            let version = entry.version;
-            names.insert(identity.name.clone(), Consumption { identity, version });
-        }
     }
 }
 

@@ -316,3 +316,39 @@ async fn a_cursor_lists_only_keys_after_those_consumed_longer_than_the_lookback_
     assert_eq!(s.cursor.as_deref(), Some("2026-12-08/c.parquet"), "{s:#?}");
     assert_eq!((s.rows, s.loads), (300, 0), "{s:#?}");
 }
+
+#[tokio::test]
+async fn consumed_names_come_from_the_snapshot_not_from_every_versions_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = table(dir.path()).await;
+    let landing = landing(dir.path());
+    for i in 0..12 {
+        rows(&landing.join(format!("f{i:02}.parquet")), i * 10, 10);
+    }
+    // One file a batch: a version each, and a checkpoint among them.
+    let s = once(config(&store, &landing, "batch_bytes = 1")).await;
+    assert_eq!(s.rows, 120, "{s:#?}");
+    // Every log entry a checkpoint covers goes, as a log cleanup would delete them.
+    let log = dir.path().join("store/events/_delta_log");
+    let last: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(log.join("_last_checkpoint")).unwrap()).unwrap();
+    let checkpoint = last["version"].as_u64().unwrap();
+    assert!(checkpoint >= 10, "{last}");
+    for v in 0..checkpoint {
+        std::fs::remove_file(log.join(format!("{v:020}.json"))).unwrap();
+    }
+    // A file replaced under a name the first version consumed is known as such.
+    std::fs::remove_file(landing.join("f00.parquet")).unwrap();
+    rows(&landing.join("f00.parquet"), 1000, 5);
+    let s = once(config(&store, &landing, "")).await;
+    assert_eq!((s.rows, s.pending_files), (120, 0), "{s:#?}");
+    let replaced: Vec<&str> = s.replaced_files.iter().map(|r| r.name.as_str()).collect();
+    assert!(
+        replaced.len() == 1 && replaced[0].ends_with("f00.parquet"),
+        "{s:#?}"
+    );
+    assert!(
+        s.failed_files.is_empty() && s.last_error.is_none(),
+        "{s:#?}"
+    );
+}
