@@ -514,17 +514,27 @@ fn meet(before: &JobStep, after: &JobStep) -> Result<(), CheckError> {
     })
 }
 
+/// `name` with its links and `..` resolved, when it names a file here; else as written.
+fn resolved(name: &str) -> String {
+    std::fs::canonicalize(name).map_or_else(|_| name.to_string(), |p| p.display().to_string())
+}
+
 /// A load's inputs each listed once and read by exactly one split step, every file a split
 /// step reads among them, each share taken once; their sizes by name.
 fn load_inputs(job: &Job) -> Result<BTreeMap<&str, u64>, CheckError> {
     let mut sizes = BTreeMap::new();
+    // One file under two spellings (`a/../b.parquet`, a link) is one file, where it is here to
+    // be resolved.
+    let mut files = std::collections::BTreeSet::new();
     for i in &job.inputs {
-        if sizes.insert(i.name.as_str(), i.size).is_some() {
+        let another = !files.insert(resolved(&i.name));
+        if sizes.insert(i.name.as_str(), i.size).is_some() || another {
             let input = i.name.clone();
             return Err(CheckError::InputListedTwice { input });
         }
     }
     let mut read_by: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut read_files: BTreeMap<String, usize> = BTreeMap::new();
     let mut shares: BTreeMap<usize, usize> = BTreeMap::new();
     for s in &job.steps {
         let StepWork::Split { share, files, .. } = &s.work else {
@@ -543,7 +553,8 @@ fn load_inputs(job: &Job) -> Result<BTreeMap<&str, u64>, CheckError> {
                 let (step, input) = (s.index, f.clone());
                 return Err(CheckError::InputNotListed { step, input });
             }
-            if let Some(first) = read_by.insert(f, s.index) {
+            read_by.insert(f, s.index);
+            if let Some(first) = read_files.insert(resolved(f), s.index) {
                 let (input, second) = (f.clone(), s.index);
                 return Err(CheckError::InputTwice {
                     input,

@@ -189,6 +189,31 @@ async fn a_file_listed_in_two_split_shares_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_file_read_again_under_another_spelling_is_refused() {
+    let p = planned(15, 3).await;
+    let mut job = p.job.clone();
+    let file = split_files(&mut job, 0)[0].clone();
+    // The same file through `..`, listed as an input of its own and read by another share.
+    let path = std::path::Path::new(&file);
+    let dir = path.parent().unwrap();
+    let again = dir
+        .join("..")
+        .join(dir.file_name().unwrap())
+        .join(path.file_name().unwrap())
+        .display()
+        .to_string();
+    let size = std::fs::metadata(&file).unwrap().len();
+    job.inputs.push(ravel_log::InputFile {
+        name: again.clone(),
+        size,
+        version: "1".into(),
+    });
+    split_files(&mut job, 1).push(again.clone());
+    let results = run_all(&p.store, &job).await;
+    refused(&p, &job, results, &[&again, "twice"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn an_input_no_split_step_reads_is_refused() {
     let p = planned(6, 3).await;
     let mut job = p.job.clone();
