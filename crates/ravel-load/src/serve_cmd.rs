@@ -33,7 +33,9 @@ pub struct ServeArgs {
 
 /// `--once` ended with tables that failed (exit 1).
 #[derive(Debug, thiserror::Error)]
-#[error("{0} table(s) ended with an error or a file that failed (the status above names them)")]
+#[error(
+    "{0} table(s) ended with an error, or with files not loaded: failed, replaced, or still changing (the status above names them)"
+)]
 pub struct Unfinished(usize);
 
 pub fn run(args: ServeArgs) -> Result<()> {
@@ -92,6 +94,11 @@ async fn stop_on_signal(shutdown: CancellationToken) {
     shutdown.cancel();
 }
 
+/// A table ended with an error, or with files it did not load: failed, replaced under a name
+/// a version consumed, or still changing.
 fn ended_badly(s: &TableStatus) -> bool {
-    s.last_error.is_some() || !s.failed_files.is_empty()
+    s.last_error.is_some()
+        || !s.failed_files.is_empty()
+        || !s.replaced_files.is_empty()
+        || s.settling_files > 0
 }

@@ -43,7 +43,7 @@ pub struct Skipped {
 }
 
 /// Why an entry that is not a regular file is left out.
-fn not_regular(link: bool, target: &std::fs::FileType) -> String {
+fn not_regular(target: &std::fs::FileType) -> String {
     use std::os::unix::fs::FileTypeExt;
     let what = if target.is_dir() {
         "a directory"
@@ -56,12 +56,7 @@ fn not_regular(link: bool, target: &std::fs::FileType) -> String {
     } else {
         "not a regular file"
     };
-    match link {
-        true => {
-            format!("a symbolic link to {what}: only regular files, and links to them, are loaded")
-        }
-        false => format!("{what}: only regular files are loaded"),
-    }
+    format!("{what}: only regular files are loaded")
 }
 
 /// Where a landed file is read.
@@ -182,11 +177,27 @@ impl Walk {
         }
         let mut listing = Listing::default();
         self.list_dir(&self.root, &mut listing)?;
-        // A file reached twice (a symbolic link beside its target) is one file.
-        let mut seen = std::collections::BTreeSet::new();
-        listing
-            .files
-            .retain(|f| seen.insert(f.identity.name.clone()));
+        // A file under two names (hard links) is one file, listed under its first name.
+        listing.files.sort_by(|a, b| a.key.cmp(&b.key));
+        let mut seen = std::collections::BTreeMap::new();
+        let mut linked = Vec::new();
+        listing.files.retain(|f| {
+            let Some(inode) = inode(f) else { return true };
+            match seen.entry(inode) {
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(f.key.clone());
+                    true
+                }
+                std::collections::btree_map::Entry::Occupied(o) => {
+                    linked.push(Skipped {
+                        name: f.identity.name.clone(),
+                        reason: format!("a hard link to {}, listed under that name once", o.get()),
+                    });
+                    false
+                }
+            }
+        });
+        listing.skipped.extend(linked);
         Ok(listing)
     }
 
@@ -220,21 +231,24 @@ impl Walk {
             if self.after.as_ref().is_some_and(|after| key <= *after) {
                 continue;
             }
-            // The kind of what a symbolic link points to (a link that leads nowhere: gone).
-            let Ok(target) = std::fs::metadata(&path) else {
-                continue;
-            };
             let name = path.file_name().unwrap_or_default().to_string_lossy();
-            // A link to a directory is never followed (it may lead back up: a loop).
-            let linked_dir = kind.is_symlink() && target.is_dir();
-            if !linked_dir && !pattern.matches(&name) {
+            // A symbolic link is never followed, whatever it names: it may lead back up (a
+            // loop), nowhere, or into a store.
+            if kind.is_symlink() {
+                listing.skipped.push(Skipped {
+                    name: path.display().to_string(),
+                    reason: "a symbolic link: only regular files are loaded".into(),
+                });
+                continue;
+            }
+            if !pattern.matches(&name) {
                 listing.unmatched += 1;
                 continue;
             }
-            if !target.is_file() {
+            if !kind.is_file() {
                 listing.skipped.push(Skipped {
                     name: path.display().to_string(),
-                    reason: not_regular(kind.is_symlink(), &target.file_type()),
+                    reason: not_regular(&kind),
                 });
                 continue;
             }
@@ -263,6 +277,16 @@ impl Walk {
         let dir = format!("{key}/");
         after.as_str() > dir.as_str() && !after.starts_with(&dir)
     }
+}
+
+/// The device and inode of a local landed file (`None` when it went).
+fn inode(f: &Landed) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let Location::Local(path) = &f.location else {
+        return None;
+    };
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.dev(), meta.ino()))
 }
 
 /// A local file as landed, or `None` when it went between the listing and this look.

@@ -118,6 +118,10 @@ impl Service {
             dry_run: opts.dry_run,
         };
         let mut next_poll = Instant::now();
+        // `once` waits for files still changing no longer than the longest settle time and
+        // two polls; files still changing then are reported.
+        let settle = (self.tables.iter()).map(|t| t.cfg.settle).max();
+        let give_up = Instant::now() + settle.unwrap_or_default() + 2 * self.poll;
         while !shutdown.is_cancelled() {
             if Instant::now() >= next_poll {
                 self.poll_all(&work, &shutdown).await;
@@ -130,7 +134,11 @@ impl Service {
                     continue;
                 }
                 // Files still settling are taken at a later poll.
-                _ if self.opts.once && !self.tables.iter().any(Table::settling) => break,
+                _ if self.opts.once
+                    && (!self.tables.iter().any(Table::settling) || Instant::now() > give_up) =>
+                {
+                    break;
+                }
                 _ => {}
             }
             if !self.opts.dry_run {

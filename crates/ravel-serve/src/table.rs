@@ -197,7 +197,8 @@ impl Table {
                 };
                 let said = format!("depth {}: ", p.depth);
                 let why = p.reason.strip_prefix(&said).unwrap_or(&p.reason);
-                Decision::new("nothing", format!("{depth}: {why}"))
+                let note = self.unmatched_note();
+                Decision::new("nothing", format!("{depth}: {why}{note}"))
             }
             None => Decision::new(
                 "nothing",
@@ -285,7 +286,7 @@ impl Table {
         self.unmatched = listing.unmatched;
         let listed = listing.files;
         let still = self.still(listed.clone());
-        let consumed = self.sort_landed(still);
+        let consumed = self.sort_landed(work, still);
         if !work.dry_run {
             self.after_load(consumed).await?;
             self.advance_cursor(&listed).await?;
@@ -402,7 +403,7 @@ impl Table {
     }
 
     /// Returns the listed files a version consumed.
-    fn sort_landed(&mut self, listed: Vec<Landed>) -> Vec<Landed> {
+    fn sort_landed(&mut self, work: &Work<'_>, listed: Vec<Landed>) -> Vec<Landed> {
         // Files gone from the landing prefix leave the failed and replaced lists.
         let ids: std::collections::BTreeSet<String> =
             listed.iter().map(|f| f.identity.app_id()).collect();
@@ -428,7 +429,11 @@ impl Table {
         for (f, name) in unconsumed {
             match name {
                 Some(version) => {
+                    // Its rows will never load (a writer changed the file after its version
+                    // consumed it): a failure, once.
                     if !self.replaced.contains_key(&f.identity.name) {
+                        self.status.failures += 1;
+                        work.metrics.failed(&self.cfg.name);
                         tracing::warn!(table = %self.cfg.name, file = %f.identity.name, consumed_by = version, "a file replaced under a name the table consumed: not loaded again");
                     }
                     self.replaced.insert(

@@ -112,6 +112,8 @@ async fn links_pipes_and_loops_are_left_out_with_a_note_and_every_file_loads_onc
     rows(&landing.join("b.parquet"), 100, 50);
     std::os::unix::fs::symlink(landing.join("a.parquet"), landing.join("again.parquet")).unwrap();
     std::os::unix::fs::symlink(".", landing.join("loop")).unwrap();
+    std::os::unix::fs::symlink(landing.join("gone"), landing.join("dangling.parquet")).unwrap();
+    std::fs::hard_link(landing.join("a.parquet"), landing.join("hard.parquet")).unwrap();
     let fifo = landing.join("pipe.parquet");
     let made = std::process::Command::new("mkfifo").arg(&fifo).status();
     assert!(made.unwrap().success());
@@ -130,9 +132,24 @@ async fn links_pipes_and_loops_are_left_out_with_a_note_and_every_file_loads_onc
         })
         .collect();
     notes.sort();
-    assert_eq!(notes.len(), 2, "{notes:?}");
-    assert!(notes[0].0 == "loop" && notes[0].1.contains("a symbolic link to a directory"));
-    assert!(notes[1].0 == "pipe.parquet" && notes[1].1.contains("a named pipe"));
+    let names: Vec<&str> = notes.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "again.parquet",
+            "dangling.parquet",
+            "hard.parquet",
+            "loop",
+            "pipe.parquet"
+        ],
+        "{notes:?}"
+    );
+    for (name, why) in &notes[..2] {
+        assert!(why.contains("a symbolic link"), "{name}: {why}");
+    }
+    assert!(notes[2].1.contains("a hard link to a.parquet"), "{notes:?}");
+    assert!(notes[3].1.contains("a symbolic link"), "{notes:?}");
+    assert!(notes[4].1.contains("a named pipe"), "{notes:?}");
     // Run again: nothing more.
     let s = once(config(&store, &landing, "")).await;
     assert_eq!((s.rows, s.loads), (150, 0), "{s:#?}");
