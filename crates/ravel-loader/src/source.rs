@@ -674,11 +674,13 @@ pub async fn feed_files(
 }
 
 /// Refuses the read of `paths` when one of them is no longer the file `before` names: its
-/// size or modification time changed while it was read.
+/// size or modification time changed while it was read. A pipe or another stream is read as
+/// it comes, whatever its times say.
 fn unchanged_since(paths: &[PathBuf], before: &[InputFile]) -> Result<(), LoadError> {
     let after = input_files(paths)?;
+    let regular = |p: &PathBuf| std::fs::metadata(p).is_ok_and(|m| m.is_file());
     let mut changed = paths.iter().zip(before.iter().zip(&after));
-    match changed.find(|(_, (b, a))| b != a) {
+    match changed.find(|(p, (b, a))| b != a && regular(p)) {
         None => Ok(()),
         Some((path, (b, a))) => Err(LoadError::Input {
             input: path.display().to_string(),
