@@ -184,6 +184,15 @@ async fn merge(
     let mut load = opts.load.clone();
     load.load_budget = (opts.load.load_budget / 2).max(load.object_bytes);
     let mut w = Writer::new(store, &job.table, load, order, geometry)?;
+    // A load's objects are named as a single-machine load names them: by its inputs too, so
+    // a copy of its inputs under other names makes other objects, a rerun the same ones.
+    if job.operation == super::JobOperation::Load {
+        let consumed = ravel_log::Consumed {
+            inputs: job.inputs.clone(),
+            reload: false,
+        };
+        w.name_objects_by(consumed.object_salt(job.layout_generation, job.read_version));
+    }
     let whole = !window.is_bounded();
     let sorted_all = chains.iter().all(|c| c.sorted);
     let work: Vec<Work> = chains

@@ -350,3 +350,41 @@ async fn a_compaction_result_missing_an_object_is_refused() {
     assert_eq!(newest_version(&store).await, before);
     crate::job::every_row_once(&store, &input).await.unwrap();
 }
+
+/// Commits `job` with `results` whole; the report.
+async fn committed(
+    store: &Store,
+    job: &Job,
+    results: Vec<StepResult>,
+) -> ravel_compact::job::CommitReport {
+    let c = Commit {
+        job,
+        results,
+        mode: CommitMode::Whole,
+    };
+    commit(store, c).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_load_of_copies_under_new_names_publishes_their_rows_again() {
+    let p = planned(16, 3).await;
+    let results = run_all(&p.store, &p.job).await;
+    let first = committed(&p.store, &p.job, results).await;
+    assert!(!first.already_published);
+    // The same files under new names: new inputs, as a single-machine load takes them.
+    let copies: Vec<PathBuf> = (p.paths.iter())
+        .map(|f| {
+            let copy = f.with_extension("copy.parquet");
+            std::fs::copy(f, &copy).unwrap();
+            copy
+        })
+        .collect();
+    let job = plan_load(&p.store, "t", &copies, &plan_options(3))
+        .await
+        .unwrap();
+    let results = run_all(&p.store, &job).await;
+    let second = committed(&p.store, &job, results).await;
+    assert!(!second.already_published, "{second:?}");
+    assert_eq!(second.rows, first.rows);
+    assert!(second.version > first.version);
+}
