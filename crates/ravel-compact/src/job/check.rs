@@ -165,6 +165,15 @@ pub enum CheckError {
     },
     #[error("split step {step} read inputs of {inputs} rows, its result says {rows}")]
     InputRows { step: usize, inputs: u64, rows: u64 },
+    #[error(
+        "input {input} holds {footer} rows by its footer, split step {step}'s result says {read}"
+    )]
+    InputFooterRows {
+        step: usize,
+        input: String,
+        footer: u64,
+        read: u64,
+    },
     #[error("object {key} of {holder} is not in the store")]
     ObjectMissing { holder: Holder, key: String },
     #[error("object {key} of {holder} is {stored} bytes in the store, {holder} says {claimed}")]

@@ -114,6 +114,7 @@ pub async fn commit(store: &Store, c: Commit<'_>) -> Result<CommitReport, Compac
         JobOperation::Load => stored_splits(store, &plan, job, &paths).await?,
         _ => BTreeMap::new(),
     };
+    inputs_as_read(&splits).await?;
     let split_bytes: u64 = splits.values().map(|r| r.cost.written_bytes).sum();
     for steps in groups {
         let group = Group {
@@ -218,6 +219,32 @@ async fn stored_splits(
         .try_collect()
         .await?;
     Ok(read.into_iter().flatten().map(|r| (r.step, r)).collect())
+}
+
+/// Each input's rows as the split results say them, against the input's own footer (read
+/// here, where the plan read them): a split result cannot drop rows by saying its inputs
+/// hold fewer.
+async fn inputs_as_read(splits: &BTreeMap<usize, StepResult>) -> Result<(), JobError> {
+    let said: Vec<(usize, super::InputRead)> = (splits.values())
+        .flat_map(|r| r.inputs.iter().map(|i| (r.step, i.clone())))
+        .collect();
+    let check = move || {
+        for (step, i) in said {
+            let footer = super::sample::parquet_rows(std::path::Path::new(&i.name))?;
+            if footer != i.rows {
+                return Err(JobError::from(check::CheckError::InputFooterRows {
+                    step,
+                    input: i.name,
+                    footer,
+                    read: i.rows,
+                }));
+            }
+        }
+        Ok(())
+    };
+    tokio::task::spawn_blocking(check)
+        .await
+        .expect("reading footers does not panic")
 }
 
 /// Merge steps committed together, and how the job is committed.

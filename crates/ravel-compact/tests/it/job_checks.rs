@@ -351,25 +351,11 @@ async fn a_compaction_result_missing_an_object_is_refused() {
     crate::job::every_row_once(&store, &input).await.unwrap();
 }
 
-/// Commits `job` with `results` whole; the report.
-async fn committed(
-    store: &Store,
-    job: &Job,
-    results: Vec<StepResult>,
-) -> ravel_compact::job::CommitReport {
-    let c = Commit {
-        job,
-        results,
-        mode: CommitMode::Whole,
-    };
-    commit(store, c).await.unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_load_of_copies_under_new_names_publishes_their_rows_again() {
     let p = planned(16, 3).await;
     let results = run_all(&p.store, &p.job).await;
-    let first = committed(&p.store, &p.job, results).await;
+    let first = crate::job::commit_whole(&p.store, &p.job, results).await;
     assert!(!first.already_published);
     // The same files under new names: new inputs, as a single-machine load takes them.
     let copies: Vec<PathBuf> = (p.paths.iter())
@@ -383,8 +369,55 @@ async fn a_job_load_of_copies_under_new_names_publishes_their_rows_again() {
         .await
         .unwrap();
     let results = run_all(&p.store, &job).await;
-    let second = committed(&p.store, &job, results).await;
+    let second = crate::job::commit_whole(&p.store, &job, results).await;
     assert!(!second.already_published, "{second:?}");
     assert_eq!(second.rows, first.rows);
     assert!(second.version > first.version);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stored_split_result_that_says_its_inputs_hold_fewer_rows_is_refused() {
+    use object_store::ObjectStoreExt;
+    let p = planned(17, 3).await;
+    let run = |s: usize| ravel_compact::job::run_step(&p.store, &p.job, s);
+    let mut results = Vec::new();
+    let splits = p
+        .job
+        .steps
+        .iter()
+        .filter(|s| matches!(s.work, StepWork::Split { .. }));
+    for s in splits {
+        results.push(run(s.index).await.unwrap());
+    }
+    // The split result the merge steps and the commit read, edited in the store: one object
+    // of its spill left out, and its rows and an input's rows lowered to agree.
+    let os = p.store.object_store();
+    let listed: Vec<object_store::ObjectMeta> = {
+        use futures::TryStreamExt;
+        os.list(Some(&"t/_ravel/tmp".into()))
+            .try_collect()
+            .await
+            .unwrap()
+    };
+    let key = listed
+        .iter()
+        .map(|m| m.location.clone())
+        .find(|k| k.as_ref().ends_with("split-00000.json"))
+        .expect("a stored split result");
+    let bytes = os.get(&key).await.unwrap().bytes().await.unwrap();
+    let mut r: StepResult = serde_json::from_slice(&bytes).unwrap();
+    let gone = r.objects.remove(0);
+    r.rows -= gone.rows;
+    let i = (r.inputs.iter())
+        .position(|i| i.rows >= gone.rows)
+        .expect("an input as large as one spill object");
+    r.inputs[i].rows -= gone.rows;
+    os.put(&key, serde_json::to_vec(&r).unwrap().into())
+        .await
+        .unwrap();
+    for s in p.job.merge_steps() {
+        results.push(run(s.index).await.unwrap());
+    }
+    let input = r.inputs[i].name.clone();
+    refused(&p, &p.job, results, &[&input, "rows by its footer"]).await;
 }
