@@ -333,17 +333,7 @@ impl TableLog {
 
     /// The versions that have a checksum file, from one listing of the log.
     async fn checksum_versions(&self) -> Result<Vec<u64>, LogError> {
-        let dir = self.table.log_dir();
-        let listed: Vec<object_store::ObjectMeta> = self
-            .store
-            .list(Some(&dir))
-            .try_collect()
-            .await
-            .map_err(|source| LogError::Store {
-                what: "listing",
-                key: dir.to_string(),
-                source,
-            })?;
+        let listed = self.list_log(0).await?;
         Ok(listed
             .iter()
             .filter_map(|m| crate::checksum_version(m.location.filename()))

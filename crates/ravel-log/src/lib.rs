@@ -296,8 +296,8 @@ impl TableLog {
         }
     }
 
-    /// One listing of [`TableLog::versions_from`].
-    async fn list_versions(&self, first: u64) -> Result<Vec<u64>, LogError> {
+    /// The log's files from version `first`'s on (one listing; after the entry before it).
+    async fn list_log(&self, first: u64) -> Result<Vec<object_store::ObjectMeta>, LogError> {
         let dir = self.table.log_dir();
         let listing = match first {
             0 => self.store.list(Some(&dir)),
@@ -306,15 +306,19 @@ impl TableLog {
                 self.store.list_with_offset(Some(&dir), &offset)
             }
         };
-        let listed: Vec<object_store::ObjectMeta> =
-            listing
-                .try_collect()
-                .await
-                .map_err(|source| LogError::Store {
-                    what: "listing",
-                    key: dir.to_string(),
-                    source,
-                })?;
+        listing
+            .try_collect()
+            .await
+            .map_err(|source| LogError::Store {
+                what: "listing",
+                key: dir.to_string(),
+                source,
+            })
+    }
+
+    /// One listing of [`TableLog::versions_from`].
+    async fn list_versions(&self, first: u64) -> Result<Vec<u64>, LogError> {
+        let listed = self.list_log(first).await?;
         let mut versions: Vec<u64> = listed
             .iter()
             .filter_map(|m| entry_version(m.location.filename()))
