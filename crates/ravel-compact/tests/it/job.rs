@@ -739,20 +739,11 @@ async fn edited_load(salt: u64, steps: usize, edit: Edit) -> Result<(), TestCase
     let mut job = p.job.clone();
     edit_range(&mut job, &edit, &fine);
     edit_load_inputs(&mut job, &edit, p.dir.path());
-    let Some(mut results) = run_all_or_fail(&p.store, &job).await else {
+    let Some(results) = run_all_or_fail(&p.store, &job).await else {
         prop_assert_eq!(newest_version(&p.store).await, None);
         return Ok(());
     };
-    edit_results(&mut results, &edit);
-    if matches!(edit, Edit::RenameTable) {
-        job.table = "u".into();
-    }
-    let c = Commit {
-        job: &job,
-        results,
-        mode: CommitMode::Whole,
-    };
-    match commit(&p.store, c).await {
+    match commit_edited(&p.store, &mut job, results, &edit).await {
         Ok(_) => in_order_and_verified(&p.store, &p.layout, &p.input).await?,
         Err(e) => {
             prop_assert!(e.is_invalid_input(), "{}", ravel_store::ErrorChain::new(&e));
@@ -762,6 +753,26 @@ async fn edited_load(salt: u64, steps: usize, edit: Edit) -> Result<(), TestCase
     let u = crate::job_checks::version_of(&p.store, "u").await;
     prop_assert_eq!(u, None, "nothing published in the other table");
     Ok(())
+}
+
+/// `results` edited as `edit` says, committed whole with `job` (renamed to the other table
+/// when `edit` renames it).
+async fn commit_edited(
+    store: &Store,
+    job: &mut Job,
+    mut results: Vec<StepResult>,
+    edit: &Edit,
+) -> Result<ravel_compact::job::CommitReport, ravel_compact::CompactError> {
+    edit_results(&mut results, edit);
+    if matches!(edit, Edit::RenameTable) {
+        job.table = "u".into();
+    }
+    let c = Commit {
+        job,
+        results,
+        mode: CommitMode::Whole,
+    };
+    commit(store, c).await
 }
 
 /// A compaction planned, edited, run, its results edited and committed: refused with nothing
@@ -785,17 +796,8 @@ async fn edited_compaction(salt: u64, steps: usize, edit: Edit) -> Result<(), Te
     edit_range(&mut job, &edit, &fine);
     edit_merge_inputs(&mut job, &edit);
     let results = run_all_or_fail(&store, &job).await;
-    if let Some(mut results) = results {
-        edit_results(&mut results, &edit);
-        if matches!(edit, Edit::RenameTable) {
-            job.table = "u".into();
-        }
-        let c = Commit {
-            job: &job,
-            results,
-            mode: CommitMode::Whole,
-        };
-        if let Err(e) = commit(&store, c).await {
+    if let Some(results) = results {
+        if let Err(e) = commit_edited(&store, &mut job, results, &edit).await {
             let chain = ravel_store::ErrorChain::new(&e).to_string();
             prop_assert!(e.is_invalid_input() || e.is_conflict(), "{}", chain);
             prop_assert_eq!(newest_version(&store).await, before, "{}", chain);
