@@ -796,12 +796,12 @@ async fn edited_compaction(salt: u64, steps: usize, edit: Edit) -> Result<(), Te
     edit_range(&mut job, &edit, &fine);
     edit_merge_inputs(&mut job, &edit);
     let results = run_all_or_fail(&store, &job).await;
-    if let Some(results) = results {
-        if let Err(e) = commit_edited(&store, &mut job, results, &edit).await {
-            let chain = ravel_store::ErrorChain::new(&e).to_string();
-            prop_assert!(e.is_invalid_input() || e.is_conflict(), "{}", chain);
-            prop_assert_eq!(newest_version(&store).await, before, "{}", chain);
-        }
+    if let Some(results) = results
+        && let Err(e) = commit_edited(&store, &mut job, results, &edit).await
+    {
+        let chain = ravel_store::ErrorChain::new(&e).to_string();
+        prop_assert!(e.is_invalid_input() || e.is_conflict(), "{}", chain);
+        prop_assert_eq!(newest_version(&store).await, before, "{}", chain);
     }
     let u = crate::job_checks::version_of(&store, "u").await;
     prop_assert_eq!(u, None, "nothing published in the other table");
