@@ -29,7 +29,7 @@ pub struct Retention {
 impl Default for Retention {
     fn default() -> Self {
         Retention {
-            files_s: 7 * DAY,
+            files_s: ravel_log::DEFAULT_FILES_S,
             inputs_s: 30 * DAY,
             log_s: 30 * DAY,
         }
