@@ -10,7 +10,6 @@ use crate::LayoutError;
 
 pub use ravel_log::{FILES_PROPERTY, INPUTS_PROPERTY, LOG_PROPERTY, interval, parse_interval};
 
-const DAY: u64 = 86_400;
 
 /// The three windows, in seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,8 +29,8 @@ impl Default for Retention {
     fn default() -> Self {
         Retention {
             files_s: ravel_log::DEFAULT_FILES_S,
-            inputs_s: 30 * DAY,
-            log_s: 30 * DAY,
+            inputs_s: ravel_log::DEFAULT_INPUTS_S,
+            log_s: ravel_log::DEFAULT_LOG_S,
         }
     }
 }

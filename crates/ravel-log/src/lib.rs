@@ -59,8 +59,8 @@ pub use foreign::{
 };
 pub use references::References;
 pub use retention::{
-    DEFAULT_FILES_S, FILES_PROPERTY, INPUTS_PROPERTY, LOG_PROPERTY, files_window_ms, interval,
-    parse_interval,
+    DEFAULT_FILES_S, DEFAULT_INPUTS_S, DEFAULT_LOG_S, FILES_PROPERTY, INPUTS_PROPERTY,
+    LOG_PROPERTY, files_window_ms, inputs_window_ms, interval, log_window_ms, parse_interval,
 };
 pub use schema::{
     DeltaSchema, NO_DELTA_VIEW_FEATURE, UnmappedColumn, delta_schema, delta_type, no_delta_view,

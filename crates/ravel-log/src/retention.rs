@@ -56,14 +56,36 @@ pub fn parse_interval(text: &str) -> Option<u64> {
     }
 }
 
+/// Delta's default inputs window (`delta.setTransactionRetentionDuration`): 30 days.
+pub const DEFAULT_INPUTS_S: u64 = 30 * 86_400;
+
+/// Delta's default log window: 30 days.
+pub const DEFAULT_LOG_S: u64 = 30 * 86_400;
+
+/// The window `property` of `metadata`, in milliseconds: `default_s` when it records none (or
+/// one that does not parse).
+fn window_ms(metadata: Option<&Metadata>, property: &str, default_s: u64) -> i64 {
+    let recorded = metadata
+        .and_then(|m| m.configuration.get(property))
+        .and_then(|v| parse_interval(v));
+    let seconds = recorded.unwrap_or(default_s);
+    i64::try_from(seconds.saturating_mul(1000)).unwrap_or(i64::MAX)
+}
+
 /// The files window `metadata` records, in milliseconds: Delta's default when it records none
 /// (or one that does not parse).
 pub fn files_window_ms(metadata: Option<&Metadata>) -> i64 {
-    let recorded = metadata
-        .and_then(|m| m.configuration.get(FILES_PROPERTY))
-        .and_then(|v| parse_interval(v));
-    let seconds = recorded.unwrap_or(DEFAULT_FILES_S);
-    i64::try_from(seconds.saturating_mul(1000)).unwrap_or(i64::MAX)
+    window_ms(metadata, FILES_PROPERTY, DEFAULT_FILES_S)
+}
+
+/// The inputs window `metadata` records, in milliseconds ([`DEFAULT_INPUTS_S`] when none).
+pub fn inputs_window_ms(metadata: Option<&Metadata>) -> i64 {
+    window_ms(metadata, INPUTS_PROPERTY, DEFAULT_INPUTS_S)
+}
+
+/// The log window `metadata` records, in milliseconds ([`DEFAULT_LOG_S`] when none).
+pub fn log_window_ms(metadata: Option<&Metadata>) -> i64 {
+    window_ms(metadata, LOG_PROPERTY, DEFAULT_LOG_S)
 }
 
 #[cfg(test)]
