@@ -122,12 +122,13 @@ pub fn checkpoint_actions(snapshot: &Snapshot) -> Vec<ActionLine> {
 }
 
 /// The actions of `snapshot` as a checkpoint written at `now_ms` (Unix milliseconds):
-/// protocol, metadata, its objects, its transaction identifiers, and the tombstones of
-/// objects removed within the table's files window (`delta.deletedFileRetentionDuration`):
-/// older ones are past the time readers of older versions may read them, as Delta's own
-/// checkpoints leave them out. A tombstone with no deletion time is kept.
+/// protocol, metadata, its objects, the tombstones of objects removed within the table's files
+/// window (`delta.deletedFileRetentionDuration`) and the transaction identifiers updated
+/// within its inputs window (`delta.setTransactionRetentionDuration`, when recorded): older
+/// ones are past the time they serve, and Delta's own checkpoints leave them out
+/// ([`crate::Expiry`]). An action with no time is kept.
 pub fn checkpoint_actions_at(snapshot: &Snapshot, now_ms: i64) -> Vec<ActionLine> {
-    let oldest = now_ms.saturating_sub(crate::files_window_ms(snapshot.metadata.as_ref()));
+    let expiry = crate::Expiry::at(snapshot.metadata.as_ref(), now_ms);
     let mut out = Vec::new();
     if let Some(p) = &snapshot.protocol {
         out.push(ActionLine {
@@ -147,14 +148,14 @@ pub fn checkpoint_actions_at(snapshot: &Snapshot, now_ms: i64) -> Vec<ActionLine
             ..ActionLine::default()
         });
     }
-    let live = |r: &Remove| r.deletion_timestamp.is_none_or(|t| t >= oldest);
+    let live = |r: &Remove| expiry.keeps_tombstone(r.deletion_timestamp);
     for r in snapshot.tombstones().filter(live) {
         out.push(ActionLine {
             remove: Some(r),
             ..ActionLine::default()
         });
     }
-    for t in snapshot.txns().values() {
+    for t in snapshot.txns().values().filter(|t| expiry.keeps_txn(t.last_updated)) {
         out.push(ActionLine {
             txn: Some(t.clone()),
             ..ActionLine::default()
@@ -240,10 +241,22 @@ mod retention {
 
     const DAY_MS: i64 = 86_400_000;
 
-    fn metadata(files_window: Option<&str>) -> ActionLine {
-        let configuration = files_window
-            .map(|w| BTreeMap::from([(crate::FILES_PROPERTY.to_string(), w.to_string())]))
-            .unwrap_or_default();
+    /// The windows a table records (`None`: not recorded).
+    #[derive(Debug, Clone, Copy)]
+    struct Windows {
+        files: Option<&'static str>,
+        inputs: Option<&'static str>,
+    }
+
+    fn metadata(windows: Windows) -> ActionLine {
+        let recorded = [
+            (crate::FILES_PROPERTY, windows.files),
+            (crate::INPUTS_PROPERTY, windows.inputs),
+        ];
+        let configuration = recorded
+            .into_iter()
+            .filter_map(|(name, w)| Some((name.to_string(), w?.to_string())))
+            .collect();
         ActionLine {
             meta_data: Some(Metadata {
                 id: "t".into(),
@@ -293,12 +306,12 @@ mod retention {
 
     /// A table of `n` versions: version v adds object v and removes object v - 3 at day v (and
     /// version 7 removes with no time); one `txn` per version.
-    fn history(n: u64, files_window: Option<&str>) -> Snapshot {
+    fn history(n: u64, windows: Windows) -> Snapshot {
         let mut s = Snapshot::default();
         for v in 0..n {
             let mut actions = vec![add(&format!("o{v}"))];
             if v == 0 {
-                actions.push(metadata(files_window));
+                actions.push(metadata(windows));
             }
             if v >= 3 {
                 let at = (v != 7).then_some(v as i64 * DAY_MS);
@@ -320,15 +333,32 @@ mod retention {
         s
     }
 
-    /// What the checkpoint must hold, from the history's rules alone: live objects and
-    /// tombstones.
-    fn model(n: u64, window_ms: i64, now: i64) -> (Vec<String>, Vec<String>) {
-        let live = (n.saturating_sub(3)..n).map(|v| format!("o{v}")).collect();
-        let tombstones = (3..n)
-            .filter(|&v| v == 7 || v as i64 * DAY_MS >= now - window_ms)
-            .map(|v| format!("o{}", v - 3))
-            .collect();
-        (live, tombstones)
+    /// What a checkpoint must hold, by kind of action, sorted.
+    #[derive(Debug, PartialEq)]
+    struct Held {
+        live: Vec<String>,
+        tombstones: Vec<String>,
+        txns: Vec<String>,
+    }
+
+    /// What the checkpoint must hold, from the history's rules alone, with a files window of
+    /// `files_ms` and an inputs window of `inputs_ms` (`None`: not recorded, nothing expires).
+    fn model(n: u64, files_ms: i64, inputs_ms: Option<i64>, now: i64) -> Held {
+        let mut held = Held {
+            live: (n.saturating_sub(3)..n).map(|v| format!("o{v}")).collect(),
+            tombstones: (3..n)
+                .filter(|&v| v == 7 || v as i64 * DAY_MS >= now - files_ms)
+                .map(|v| format!("o{}", v - 3))
+                .collect(),
+            txns: (0..n)
+                .filter(|&v| inputs_ms.is_none_or(|w| v as i64 * DAY_MS >= now - w))
+                .map(|v| format!("load-{v}"))
+                .collect(),
+        };
+        held.live.sort();
+        held.tombstones.sort();
+        held.txns.sort();
+        held
     }
 
     fn sorted(actions: &[ActionLine], path: impl Fn(&ActionLine) -> Option<String>) -> Vec<String> {
@@ -338,26 +368,38 @@ mod retention {
     }
 
     #[test]
-    fn a_checkpoint_keeps_the_tombstones_of_the_files_window_and_every_live_object() {
-        let windows = [
+    fn a_checkpoint_keeps_the_live_objects_and_the_tombstones_and_txns_of_their_windows() {
+        let files = [
             (None, 7 * DAY_MS),
             (Some("interval 2 days"), 2 * DAY_MS),
             (Some("interval 36 hours"), 3 * DAY_MS / 2),
         ];
-        for (window, window_ms) in windows {
-            for n in [0, 3, 8, 30] {
-                for now_day in [0, 5, 12, 40] {
-                    let now = now_day * DAY_MS + DAY_MS / 2;
-                    let actions = checkpoint_actions_at(&history(n, window), now);
-                    let live = sorted(&actions, |a| Some(a.add.as_ref()?.path.clone()));
-                    let gone = sorted(&actions, |a| Some(a.remove.as_ref()?.path.clone()));
-                    let (mut want_live, mut want_gone) = model(n, window_ms, now);
-                    want_live.sort();
-                    want_gone.sort();
-                    let case = format!("window {window:?}, {n} versions, day {now_day}");
-                    assert_eq!((live, gone), (want_live, want_gone), "{case}");
-                    let txns = actions.iter().filter(|a| a.txn.is_some()).count();
-                    assert_eq!(txns as u64, n, "{case}");
+        let inputs = [
+            (None, None),
+            (Some("interval 30 days"), Some(30 * DAY_MS)),
+            (Some("interval 3 days"), Some(3 * DAY_MS)),
+            (Some("interval 90 minutes"), Some(90 * 60_000)),
+        ];
+        for (files_window, files_ms) in files {
+            for (inputs_window, inputs_ms) in inputs {
+                let windows = Windows {
+                    files: files_window,
+                    inputs: inputs_window,
+                };
+                for n in [0, 3, 8, 30] {
+                    for now_day in [0, 5, 12, 40] {
+                        let now = now_day * DAY_MS + DAY_MS / 2;
+                        let actions = checkpoint_actions_at(&history(n, windows), now);
+                        let held = Held {
+                            live: sorted(&actions, |a| Some(a.add.as_ref()?.path.clone())),
+                            tombstones: sorted(&actions, |a| {
+                                Some(a.remove.as_ref()?.path.clone())
+                            }),
+                            txns: sorted(&actions, |a| Some(a.txn.as_ref()?.app_id.clone())),
+                        };
+                        let case = format!("{windows:?}, {n} versions, day {now_day}");
+                        assert_eq!(held, model(n, files_ms, inputs_ms, now), "{case}");
+                    }
                 }
             }
         }

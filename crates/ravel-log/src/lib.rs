@@ -59,7 +59,7 @@ pub use foreign::{
 };
 pub use references::References;
 pub use retention::{
-    DEFAULT_FILES_S, DEFAULT_INPUTS_S, DEFAULT_LOG_S, FILES_PROPERTY, INPUTS_PROPERTY,
+    DEFAULT_FILES_S, DEFAULT_INPUTS_S, DEFAULT_LOG_S, Expiry, FILES_PROPERTY, INPUTS_PROPERTY,
     LOG_PROPERTY, files_window_ms, inputs_window_ms, interval, log_window_ms, parse_interval,
 };
 pub use schema::{

@@ -88,6 +88,42 @@ pub fn log_window_ms(metadata: Option<&Metadata>) -> i64 {
     window_ms(metadata, LOG_PROPERTY, DEFAULT_LOG_S)
 }
 
+/// What a checkpoint written at one moment leaves out: tombstones older than the files window,
+/// and `txn`s older than the inputs window when the table records one (Delta expires
+/// transaction identifiers only when `delta.setTransactionRetentionDuration` is set).
+/// An action with no time is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expiry {
+    /// Tombstones deleted before this moment (Unix milliseconds) are left out.
+    pub tombstones_before: i64,
+    /// `txn`s last updated before this moment are left out; `None`: every one is kept.
+    pub txns_before: Option<i64>,
+}
+
+impl Expiry {
+    /// The expiry of a checkpoint of a table with `metadata` written at `now_ms`.
+    pub fn at(metadata: Option<&Metadata>, now_ms: i64) -> Expiry {
+        let recorded = metadata.is_some_and(|m| m.configuration.contains_key(INPUTS_PROPERTY));
+        Expiry {
+            tombstones_before: now_ms.saturating_sub(files_window_ms(metadata)),
+            txns_before: recorded.then(|| now_ms.saturating_sub(inputs_window_ms(metadata))),
+        }
+    }
+
+    /// Whether a tombstone deleted at `deleted_ms` is kept.
+    pub fn keeps_tombstone(&self, deleted_ms: Option<i64>) -> bool {
+        deleted_ms.is_none_or(|t| t >= self.tombstones_before)
+    }
+
+    /// Whether a `txn` last updated at `updated_ms` is kept.
+    pub fn keeps_txn(&self, updated_ms: Option<i64>) -> bool {
+        match (self.txns_before, updated_ms) {
+            (Some(before), Some(t)) => t >= before,
+            _ => true,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
