@@ -165,20 +165,25 @@ async fn referenced(
     let snapshot = if history.is_empty() {
         log.latest().await?
     } else {
-        let mut s = ravel_log::Snapshot::default();
-        history.iter().for_each(|e| s.apply(e));
-        s
+        history.replay()
     };
     let live = log.manifests(&snapshot).await?;
     let refs = log.references(&snapshot, &live).await?;
     let mut keys = refs.live;
-    // Every manifest a version names stays: older versions read through it.
-    for e in &history {
-        for a in &e.actions {
-            if let Some(m) = a.add.as_ref().and_then(|a| a.tag(ravel_log::TAG_MANIFEST)) {
-                keys.insert(table.absolute(m));
-            }
-        }
+    // Every manifest a readable version names stays: older versions read through it (and the
+    // manifests of objects removed within the files window, which the checkpoint the log starts
+    // at names by its tombstones).
+    for a in history.all().flat_map(|e| &e.actions) {
+        let added = a.add.as_ref().and_then(|a| a.tag(ravel_log::TAG_MANIFEST));
+        let removed = a
+            .remove
+            .as_ref()
+            .and_then(|r| r.tags.as_ref()?.get(ravel_log::TAG_MANIFEST));
+        keys.extend(
+            added
+                .or(removed.map(String::as_str))
+                .map(|m| table.absolute(m)),
+        );
     }
     let now_ms = now.timestamp_millis();
     let removed: HashMap<String, u64> = refs

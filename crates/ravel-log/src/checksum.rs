@@ -22,7 +22,7 @@ use object_store::ObjectStoreExt;
 use object_store::path::Path;
 use serde::{Deserialize, Serialize};
 
-use crate::{LogEntry, LogError, Metadata, Protocol, Snapshot, TableLog};
+use crate::{History, LogEntry, LogError, Metadata, Protocol, Snapshot, TableLog};
 
 /// What a version holds, as its checksum file records it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -281,7 +281,12 @@ impl TableLog {
         }
         let named = match entry {
             Some(e) => txn_id(e),
-            None => txn_id(&self.entry(checked.version).await?),
+            // A checkpoint the log starts at may stand without its entry.
+            None => match self.entry(checked.version).await {
+                Ok(e) => txn_id(&e),
+                Err(LogError::NoSuchVersion(_)) => None,
+                Err(e) => return Err(e),
+            },
         };
         let culprit = match witness {
             true => Culprit::ChecksumFile,
@@ -296,13 +301,16 @@ impl TableLog {
         }))
     }
 
-    /// Every checksum file of the log that disagrees with the version `history` (every entry,
-    /// oldest first) replays to, oldest first: one LIST of the log and one GET a file.
+    /// Every checksum file of the log that disagrees with the version `history` (the log from
+    /// its start) replays to, oldest first: one LIST of the log and one GET a file. Files of
+    /// versions before the checkpoint the log starts at are not read.
     pub async fn checksum_disagreements(
         &self,
-        history: &[LogEntry],
+        history: &History,
     ) -> Result<Vec<ChecksumDisagreement>, LogError> {
-        let stored = self.checksum_versions().await?;
+        let oldest = history.oldest().unwrap_or(0);
+        let mut stored = self.checksum_versions().await?;
+        stored.retain(|v| *v >= oldest);
         let reads: Vec<_> = stored
             .iter()
             .map(|&v| async move { Ok::<_, LogError>((v, self.checksum(v).await?)) })
@@ -316,7 +324,7 @@ impl TableLog {
             .collect();
         let mut s = Snapshot::default();
         let mut out = Vec::new();
-        for e in history {
+        for e in history.all() {
             s.apply(e);
             let Some(crc) = files.get(&e.version) else {
                 continue;
@@ -326,7 +334,10 @@ impl TableLog {
                 crc: crc.clone(),
                 counts: Counts::of(&s),
             };
-            out.extend(self.disagreement(&checked, Some(e), false).await?);
+            // The checkpoint read as an entry names no commit: its version's entry does.
+            let entry =
+                (history.checkpoint.as_ref().map(|c| c.version) != Some(e.version)).then_some(e);
+            out.extend(self.disagreement(&checked, entry, false).await?);
         }
         Ok(out)
     }

@@ -35,10 +35,17 @@ pub enum LogError {
         #[source]
         source: serde_json::Error,
     },
-    #[error("the table's log has no version {missing} (versions 0 to {newest} must all be there)")]
+    #[error(
+        "the table's log has no version {missing} (every version from 0, or from the checkpoint the log starts at when its window cleaned the entries before it, to {newest} must be there)"
+    )]
     Gap { missing: u64, newest: u64 },
     #[error("the table has no version {0}")]
     NoSuchVersion(u64),
+    /// The log window (`delta.logRetentionDuration`) cleaned the entries of the version.
+    #[error(
+        "version {version} can no longer be read: the table's log window (delta.logRetentionDuration) cleaned its log entries; the oldest version still readable is {oldest}"
+    )]
+    Cleaned { version: u64, oldest: u64 },
     #[error(
         "the table's log lost version {version}: its checksum file is there and its entry is not (deleted?); nothing is read or written until the entry is restored (a backup, the store's object versions)"
     )]

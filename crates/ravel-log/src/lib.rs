@@ -35,7 +35,9 @@ pub mod consumed;
 mod error;
 mod foreign;
 mod references;
+mod retained;
 mod retention;
+mod cleanup;
 mod schema;
 mod snapshot;
 mod stats;
@@ -57,7 +59,9 @@ pub use foreign::{
     DeclaredSchemaError, ExtraColumn, FENCE_FEATURE, FENCE_PROPERTY, ForeignObject, arrow_schema,
     fenced,
 };
+pub use cleanup::{DeletedLog, ExpiredLog, LogFile};
 pub use references::References;
+pub use retained::History;
 pub use retention::{
     DEFAULT_FILES_S, DEFAULT_INPUTS_S, DEFAULT_LOG_S, Expiry, FILES_PROPERTY, INPUTS_PROPERTY,
     LOG_PROPERTY, files_window_ms, inputs_window_ms, interval, log_window_ms, parse_interval,
@@ -102,9 +106,11 @@ impl TableLog {
         &self.table
     }
 
-    /// The versions in the log, oldest first; checks that they run from 0 without a gap.
+    /// The readable versions of the log, oldest first: from 0, or from the checkpoint it starts
+    /// at when the log window cleaned the entries before it; checks that they follow on without
+    /// a gap.
     pub async fn versions(&self) -> Result<Vec<u64>, LogError> {
-        self.versions_from(0).await
+        Ok(self.retained().await?.versions())
     }
 
     /// Reads the entries of `versions`, in order.
@@ -132,11 +138,6 @@ impl TableLog {
             source,
         })?;
         Ok(LogEntry { version, actions })
-    }
-
-    /// Every entry of the log, oldest first.
-    pub async fn history(&self) -> Result<Vec<LogEntry>, LogError> {
-        self.entries(&self.versions().await?).await
     }
 
     /// The newest version: from the newest checkpoint, the entries after it. A table with no
@@ -173,7 +174,7 @@ impl TableLog {
         }
     }
 
-    /// The whole log replayed, checked against the newest checksum file of its last versions.
+    /// The whole log replayed (from the checkpoint it starts at, when it was cleaned), checked against the newest checksum file of its last versions.
     /// `from_checkpoint`: what a checkpoint (and the entries after it) gave at that file's
     /// version, which the file contradicted.
     ///
@@ -189,7 +190,7 @@ impl TableLog {
         let history = self.history().await?;
         let mut s = Snapshot::default();
         let mut built = Vec::new();
-        for e in &history {
+        for e in history.all() {
             s.apply(e);
             built.push((e.version, Counts::of(&s)));
         }
@@ -209,7 +210,7 @@ impl TableLog {
                 s.damaged_checkpoint = Some(damage);
             }
         }
-        let entry = history.iter().find(|e| e.version == checked.version);
+        let entry = history.entries.iter().find(|e| e.version == checked.version);
         match self.disagreement(&checked, entry, witness).await? {
             None => Ok(s),
             Some(d) if d.culprit == Culprit::ChecksumFile => {
@@ -238,28 +239,16 @@ impl TableLog {
         }
     }
 
-    /// The table as version `version` left it.
-    pub async fn at(&self, version: u64) -> Result<Snapshot, LogError> {
-        let versions = self.versions().await?;
-        if versions.is_empty() && version == 0 {
-            let s = self.read_legacy().await?;
-            if s.version.is_some() {
-                return Ok(s);
-            }
-        }
-        if !versions.contains(&version) {
-            return Err(LogError::NoSuchVersion(version));
-        }
-        Ok(replay(&self.entries(&versions[..=version as usize]).await?))
-    }
-
     /// Applies to `snapshot` the entries committed after it. Returns them.
     pub async fn catch_up(&self, snapshot: &mut Snapshot) -> Result<Vec<LogEntry>, LogError> {
         if snapshot.from_manifests {
             *snapshot = Snapshot::default();
         }
         let next = snapshot.next_version();
-        let versions = self.versions_from(next).await?;
+        let versions = match self.versions_from(next).await {
+            Err(LogError::Cleaned { .. }) => return self.catch_up_cleaned(snapshot, next).await,
+            other => other?,
+        };
         let entries = self.entries(&versions).await?;
         for e in &entries {
             snapshot.apply(e);
@@ -268,17 +257,40 @@ impl TableLog {
     }
 
     /// The versions from `first` on, oldest first (one LIST from there); checks they follow
+    /// [`TableLog::catch_up`] of a snapshot older than the checkpoint the log starts at now (the
+    /// log window cleaned the entries after it): the snapshot is read again from that checkpoint
+    /// on. Returns the entries from version `next` on that the log still holds.
+    async fn catch_up_cleaned(
+        &self,
+        snapshot: &mut Snapshot,
+        next: u64,
+    ) -> Result<Vec<LogEntry>, LogError> {
+        let history = self.history().await?;
+        tracing::info!(
+            table = self.table.name(),
+            from = next,
+            oldest = history.oldest(),
+            "the log window cleaned entries after the version read: reading from its oldest checkpoint"
+        );
+        *snapshot = history.replay();
+        Ok(history
+            .entries
+            .into_iter()
+            .filter(|e| e.version >= next)
+            .collect())
+    }
+
     /// on without a gap, and that no checksum file lacks its entry ([`LogError::LostEntry`]).
     async fn versions_from(&self, first: u64) -> Result<Vec<u64>, LogError> {
-        // A directory listed while another process commits may show a new checksum file and
-        // not the entry written before it: an entry that is there after all means list again.
-        for _ in 0..3 {
-            match self.list_versions(first).await {
-                Err(LogError::LostEntry { version }) if self.entry_stored(version).await? => {}
-                other => return other,
-            }
+    /// Fails with [`LogError::Cleaned`] when the log window cleaned the entries from `first`.
+        let r = self.readable_from(first).await?;
+        match r.checkpoint {
+            Some(oldest) => Err(LogError::Cleaned {
+                version: first,
+                oldest,
+            }),
+            None => Ok(r.entries),
         }
-        self.list_versions(first).await
     }
 
     /// Whether the entry of `version` is stored, asked with one HEAD, not a listing: how a
@@ -314,36 +326,6 @@ impl TableLog {
                 key: dir.to_string(),
                 source,
             })
-    }
-
-    /// One listing of [`TableLog::versions_from`].
-    async fn list_versions(&self, first: u64) -> Result<Vec<u64>, LogError> {
-        let listed = self.list_log(first).await?;
-        let mut versions: Vec<u64> = listed
-            .iter()
-            .filter_map(|m| entry_version(m.location.filename()))
-            .filter(|v| *v >= first)
-            .collect();
-        versions.sort_unstable();
-        // A checksum file is written after its entry: one without the entry means the entry
-        // was lost (deleted), and the versions from it on with it.
-        let lost = listed
-            .iter()
-            .filter_map(|m| checksum_version(m.location.filename()))
-            .filter(|v| *v >= first && versions.binary_search(v).is_err())
-            .min();
-        if let Some(version) = lost {
-            return Err(LogError::LostEntry { version });
-        }
-        for (i, v) in versions.iter().enumerate() {
-            if *v != first + i as u64 {
-                return Err(LogError::Gap {
-                    missing: first + i as u64,
-                    newest: *versions.last().expect("not empty"),
-                });
-            }
-        }
-        Ok(versions)
     }
 
     /// `_delta_log/_last_checkpoint`.
@@ -532,20 +514,6 @@ struct FromCheckpoint {
     /// The checkpoint's version.
     version: u64,
     checked: checksum::Checked,
-}
-
-/// The version `entries` (from version 0, in order) leave.
-fn replay(entries: &[LogEntry]) -> Snapshot {
-    let mut s = Snapshot::default();
-    for e in entries {
-        s.apply(e);
-    }
-    s
-}
-
-/// The version of a log entry's file name (`<20 digits>.json`), if it is one.
-fn entry_version(name: Option<&str>) -> Option<u64> {
-    version_of(name?.strip_suffix(".json")?)
 }
 
 /// The version of a checksum file's name (`<20 digits>.crc`), if it is one.

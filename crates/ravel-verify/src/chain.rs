@@ -3,24 +3,25 @@
 
 use std::collections::HashSet;
 
-use ravel_log::{LogEntry, Snapshot};
+use ravel_log::{History, LogEntry, Snapshot};
 
 use crate::{Problem, Violation};
 
 /// The log replayed entry by entry, and what broke its promises on the way.
 pub(crate) struct Chain {
     pub violations: Vec<Violation>,
-    /// The newest version as the whole log gives it.
+    /// The newest version as the whole log (from its start) gives it.
     pub replayed: Snapshot,
 }
 
-/// Replays `history`, checking each entry against the table before it.
-pub(crate) fn check_chain(history: &[LogEntry]) -> Chain {
+/// Replays `history` from its start (the checkpoint the log starts at, when the log window
+/// cleaned the entries before it), checking each entry against the table before it.
+pub(crate) fn check_chain(history: &History) -> Chain {
     let mut chain = Chain {
         violations: Vec::new(),
-        replayed: Snapshot::default(),
+        replayed: history.start(),
     };
-    for entry in history {
+    for entry in &history.entries {
         let name = format!("log entry {}", entry.version);
         chain.violations.extend(
             entry_problems(entry, &chain.replayed)

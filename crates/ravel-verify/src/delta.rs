@@ -207,12 +207,13 @@ fn checkpoint_problems(newest: &Snapshot, replayed: &Snapshot) -> Vec<Problem> {
     out
 }
 
-/// The newest checkpoint (when there is one) against `replayed`, a replay of the whole log, and
-/// every checksum file against the version `history` (every entry) replays to.
+/// The newest checkpoint (when there is one) against `replayed`, a replay of the whole log
+/// (from the oldest checkpoint it keeps, when the log window cleaned the entries before it), and
+/// every checksum file against the version `history` replays to.
 pub(crate) async fn log_problems(
     log: &ravel_log::TableLog,
     replayed: &Snapshot,
-    history: &[ravel_log::LogEntry],
+    history: &ravel_log::History,
 ) -> Result<Vec<Violation>, ravel_log::LogError> {
     let checkpoint = match log.newest_checkpoint().await {
         Ok(Some(mut from)) => log

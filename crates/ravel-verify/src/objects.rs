@@ -50,15 +50,24 @@ pub(crate) async fn stored(
 }
 
 /// The manifests stored under `_ravel/manifests/` that no entry of `history` names (by its
-/// `commitInfo` or an `add`'s tag), sorted: written by loads or compactions killed before
-/// their commit, or evidence of an entry that was lost.
+/// `commitInfo` or an `add`'s tag; the checkpoint the log starts at by its `add`s' and
+/// tombstones' tags), sorted: written by loads or compactions killed before their commit,
+/// evidence of an entry that was lost, or named only by entries the log window cleaned.
 pub(crate) async fn unnamed_manifests(
     store: &dyn ObjectStore,
     paths: &TablePaths,
-    history: &[ravel_log::LogEntry],
+    history: &ravel_log::History,
 ) -> Result<Vec<String>, VerifyError> {
     let mut named: std::collections::HashSet<String> = std::collections::HashSet::new();
-    for e in history {
+    if let Some(c) = &history.checkpoint {
+        let removes = c.actions.iter().filter_map(|a| a.remove.as_ref());
+        named.extend(
+            removes
+                .filter_map(|r| r.tags.as_ref()?.get(ravel_log::TAG_MANIFEST))
+                .map(|m| paths.absolute(m)),
+        );
+    }
+    for e in history.all() {
         if let Some(m) = e
             .commit_info()
             .and_then(|i| i["ravel"]["manifest"].as_str())

@@ -13,6 +13,8 @@ use ravel_log::{Commit, Committed, Consumed, InputFile, LogError, Operation, Tab
 use ravel_manifest::{MANIFEST_FORMAT, Manifest, ObjectEntry};
 use ravel_store::TablePaths;
 
+mod cleanup;
+
 struct Fixture {
     _dir: tempfile::TempDir,
     store: Arc<dyn ObjectStore>,
@@ -391,7 +393,7 @@ async fn readers_start_from_the_newest_checkpoint() {
 
     let replayed = {
         let mut s = ravel_log::Snapshot::default();
-        for e in f.log.history().await.unwrap() {
+        for e in f.log.history().await.unwrap().entries {
             s.apply(&e);
         }
         s
