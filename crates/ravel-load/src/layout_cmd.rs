@@ -504,10 +504,13 @@ async fn retention(
         seconds("inputs", inputs)?,
         seconds("log", log)?,
     );
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     let u = update(service, start, |l| {
         let r = &mut l.retention;
         r.files_s = files.unwrap_or(r.files_s);
-        r.inputs_s = inputs.unwrap_or(r.inputs_s);
+        r.set_inputs(inputs.unwrap_or(r.inputs_s), now_ms);
         r.log_s = log.unwrap_or(r.log_s);
         r.validate()
     })

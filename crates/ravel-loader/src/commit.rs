@@ -73,7 +73,7 @@ impl Committer {
         if let ravel_log::InputsStand::Published { version } = newest.inputs_stand(&consumed) {
             return Ok(Committed::AlreadyLive(self.log.publication(version).await));
         }
-        newest.check_names(&consumed)?;
+        newest.check_new(&consumed, ravel_log::now_ms())?;
         if let Some(p) = ravel_log::published_in(&self.table, &newest, manifest)? {
             return Ok(Committed::AlreadyLive(p));
         }

@@ -539,7 +539,8 @@ impl<'a> Files<'a> {
 }
 
 /// The identities of local input files, as the log records what a load consumed: each file's
-/// canonical path, size and modification time (nanoseconds since the epoch).
+/// canonical path, size and modification time (nanoseconds since the epoch, and milliseconds
+/// for the inputs window).
 pub fn input_files(paths: &[PathBuf]) -> Result<Vec<InputFile>, LoadError> {
     paths
         .iter()
@@ -554,12 +555,12 @@ pub fn input_files(paths: &[PathBuf]) -> Result<Vec<InputFile>, LoadError> {
             let modified = meta
                 .modified()
                 .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map_or(0, |d| d.as_nanos());
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
             Ok(InputFile {
                 name: canonical.display().to_string(),
                 size: meta.len(),
-                version: modified.to_string(),
+                version: modified.map_or(0, |d| d.as_nanos()).to_string(),
+                modified_ms: modified.and_then(|d| i64::try_from(d.as_millis()).ok()),
             })
         })
         .collect()

@@ -115,10 +115,7 @@ pub fn checkpoint_schema() -> SchemaRef {
 
 /// The actions of `snapshot` as a checkpoint written now (see [`checkpoint_actions_at`]).
 pub fn checkpoint_actions(snapshot: &Snapshot) -> Vec<ActionLine> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    checkpoint_actions_at(snapshot, now)
+    checkpoint_actions_at(snapshot, crate::now_ms())
 }
 
 /// The actions of `snapshot` as a checkpoint written at `now_ms` (Unix milliseconds):
@@ -155,7 +152,11 @@ pub fn checkpoint_actions_at(snapshot: &Snapshot, now_ms: i64) -> Vec<ActionLine
             ..ActionLine::default()
         });
     }
-    for t in snapshot.txns().values().filter(|t| expiry.keeps_txn(t.last_updated)) {
+    for t in snapshot
+        .txns()
+        .values()
+        .filter(|t| expiry.keeps_txn(t.last_updated))
+    {
         out.push(ActionLine {
             txn: Some(t.clone()),
             ..ActionLine::default()
@@ -392,9 +393,7 @@ mod retention {
                         let actions = checkpoint_actions_at(&history(n, windows), now);
                         let held = Held {
                             live: sorted(&actions, |a| Some(a.add.as_ref()?.path.clone())),
-                            tombstones: sorted(&actions, |a| {
-                                Some(a.remove.as_ref()?.path.clone())
-                            }),
+                            tombstones: sorted(&actions, |a| Some(a.remove.as_ref()?.path.clone())),
                             txns: sorted(&actions, |a| Some(a.txn.as_ref()?.app_id.clone())),
                         };
                         let case = format!("{windows:?}, {n} versions, day {now_day}");

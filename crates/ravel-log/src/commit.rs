@@ -442,7 +442,9 @@ fn consumed_by(base: &Snapshot, commit: &Commit<'_>) -> Result<Option<u64>, LogE
         return Ok(None);
     }
     match base.inputs_stand(&commit.consumed) {
-        InputsStand::New => base.check_names(&commit.consumed).map(|()| None),
+        InputsStand::New => base
+            .check_new(&commit.consumed, crate::now_ms())
+            .map(|()| None),
         InputsStand::Published { version } => Ok(Some(version)),
         InputsStand::Partly {
             input,

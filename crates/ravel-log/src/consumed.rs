@@ -29,6 +29,11 @@ pub struct InputFile {
     /// What changes when its content does: an object's ETag, or a local file's modification
     /// time in nanoseconds since the epoch.
     pub version: String,
+    /// When it last changed, in Unix milliseconds, when known: a file older than the inputs
+    /// window may have been loaded and forgotten (see [`crate::Snapshot::check_window`]).
+    /// Not part of its identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified_ms: Option<i64>,
 }
 
 impl InputFile {
@@ -139,6 +144,7 @@ mod tests {
             name: name.into(),
             size,
             version: version.into(),
+            modified_ms: None,
         }
     }
 
@@ -207,6 +213,7 @@ mod sizes {
             name: format!("/landing/2026/12/06/hits-{version:06}.parquet"),
             size: 46_000_000,
             version: "1733490000123456789".into(),
+            modified_ms: None,
         };
         let txn = |app_id: String| ActionLine {
             txn: Some(Txn {

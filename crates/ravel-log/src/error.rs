@@ -122,6 +122,14 @@ pub enum LogError {
     )]
     NameConsumed { input: String, version: u64 },
     #[error(
+        "input {input} last changed {age_s} s ago, before the table's inputs window ({window}), and the table is older than the window: a version may have loaded it and forgotten its identity since, so nothing was published; pass --reload to load it (a new table takes old files: the window only forgets loads it saw)"
+    )]
+    BeyondInputsWindow {
+        input: String,
+        age_s: u64,
+        window: String,
+    },
+    #[error(
         "writing log entry {key} failed ({write}) and reading it back failed too ({read}): the commit may or may not have happened; run the same command again"
     )]
     CommitUnknown {
@@ -160,11 +168,14 @@ impl LogError {
     }
 
     /// The user asked for something the table refuses (a load of inputs some of which a
-    /// version consumed already, or of a file changed under a name a version consumed).
+    /// version consumed already, of a file changed under a name a version consumed, or of a
+    /// file older than the inputs window).
     pub fn is_invalid_input(&self) -> bool {
         matches!(
             self,
-            LogError::PartlyConsumed { .. } | LogError::NameConsumed { .. }
+            LogError::PartlyConsumed { .. }
+                | LogError::NameConsumed { .. }
+                | LogError::BeyondInputsWindow { .. }
         )
     }
 }

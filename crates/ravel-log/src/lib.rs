@@ -63,8 +63,9 @@ pub use cleanup::{DeletedLog, ExpiredLog, LogFile};
 pub use references::References;
 pub use retained::History;
 pub use retention::{
-    DEFAULT_FILES_S, DEFAULT_INPUTS_S, DEFAULT_LOG_S, Expiry, FILES_PROPERTY, INPUTS_PROPERTY,
-    LOG_PROPERTY, files_window_ms, inputs_window_ms, interval, log_window_ms, parse_interval,
+    DEFAULT_FILES_S, DEFAULT_INPUTS_S, DEFAULT_LOG_S, Expiry, FILES_PROPERTY, FORGOTTEN_PROPERTY,
+    INPUTS_PROPERTY, LOG_PROPERTY, files_window_ms, inputs_window_ms, interval, log_window_ms,
+    now_ms, parse_interval,
 };
 pub use schema::{
     DeltaSchema, NO_DELTA_VIEW_FEATURE, UnmappedColumn, delta_schema, delta_type, no_delta_view,

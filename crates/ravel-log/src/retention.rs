@@ -11,8 +11,20 @@ pub const INPUTS_PROPERTY: &str = "delta.setTransactionRetentionDuration";
 /// Delta's property for how long log entries are kept once a checkpoint covers them.
 pub const LOG_PROPERTY: &str = "delta.logRetentionDuration";
 
+/// The moment (Unix milliseconds) before which the table may have forgotten loads under an
+/// inputs window it had before (written when the window grows): loads of files older than it
+/// are refused as those older than the window are.
+pub const FORGOTTEN_PROPERTY: &str = "ravel.inputs.forgottenBefore";
+
 /// Delta's default files window: 7 days.
 pub const DEFAULT_FILES_S: u64 = 7 * 86_400;
+
+/// The clock the windows are measured on: Unix milliseconds now.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
 
 /// Seconds in Delta's `interval N unit` form, in the largest unit that divides them exactly
 /// (as Spark and delta-rs read it): `interval 7 days`, `interval 90 seconds`.
@@ -113,6 +125,23 @@ impl Expiry {
     /// Whether a tombstone deleted at `deleted_ms` is kept.
     pub fn keeps_tombstone(&self, deleted_ms: Option<i64>) -> bool {
         deleted_ms.is_none_or(|t| t >= self.tombstones_before)
+    }
+
+    /// Files that last changed before this moment (Unix milliseconds) may have been loaded by
+    /// a version whose `txn`s a checkpoint left out: the inputs window's start, or an earlier
+    /// window's recorded in [`FORGOTTEN_PROPERTY`], whichever is later. `None` when the table
+    /// records no inputs window (nothing expires), or when it was created after that moment
+    /// (every load it saw is still remembered).
+    pub fn forgotten_before(metadata: Option<&Metadata>, now_ms: i64) -> Option<i64> {
+        let m = metadata?;
+        let window = Expiry::at(Some(m), now_ms).txns_before?;
+        let earlier = m
+            .configuration
+            .get(FORGOTTEN_PROPERTY)
+            .and_then(|v| v.parse::<i64>().ok());
+        let before = earlier.map_or(window, |e| e.max(window));
+        let created = m.created_time.unwrap_or(i64::MIN);
+        (created < before).then_some(before)
     }
 
     /// Whether a `txn` last updated at `updated_ms` is kept.

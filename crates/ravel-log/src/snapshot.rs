@@ -196,6 +196,56 @@ impl Snapshot {
         }
     }
 
+    /// Refuses a load of `consumed` at `now_ms` when one of its inputs no version remembers
+    /// last changed before the table's inputs window and the table is older than the window:
+    /// a version may have loaded it, and its identity left the checkpoints since
+    /// ([`crate::LogError::BeyondInputsWindow`], naming the first). A new table takes old
+    /// files; a reload is never refused.
+    pub fn check_window(&self, consumed: &Consumed, now_ms: i64) -> Result<(), crate::LogError> {
+        let Some(before) = crate::Expiry::forgotten_before(self.metadata.as_ref(), now_ms) else {
+            return Ok(());
+        };
+        if consumed.reload {
+            return Ok(());
+        }
+        let old = |i: &&InputFile| {
+            i.modified_ms.is_some_and(|m| m < before) && self.consumed_by(i).is_none()
+        };
+        match consumed.inputs.iter().find(old) {
+            None => Ok(()),
+            Some(input) => Err(crate::LogError::BeyondInputsWindow {
+                input: input.name.clone(),
+                age_s: u64::try_from(now_ms - input.modified_ms.unwrap_or(now_ms)).unwrap_or(0)
+                    / 1000,
+                window: self.inputs_window_text(),
+            }),
+        }
+    }
+
+    /// The inputs window as the metadata records it (`interval 30 days`).
+    fn inputs_window_text(&self) -> String {
+        let ms = crate::inputs_window_ms(self.metadata.as_ref());
+        crate::interval(u64::try_from(ms / 1000).unwrap_or(0))
+    }
+
+    /// Refuses a load of `consumed`'s new inputs that the table cannot vouch for: a file
+    /// changed under a consumed name ([`Snapshot::check_names`]), or one older than the inputs
+    /// window ([`Snapshot::check_window`]), at `now_ms`.
+    pub fn check_new(&self, consumed: &Consumed, now_ms: i64) -> Result<(), crate::LogError> {
+        self.check_names(consumed)?;
+        self.check_window(consumed, now_ms)
+    }
+
+    /// Drops what a checkpoint written at `now_ms` would leave out ([`crate::Expiry`]):
+    /// tombstones older than the files window and `txn`s older than the inputs window, so a
+    /// snapshot kept up to date for a long time holds the windows, not the history.
+    pub fn forget_expired(&mut self, now_ms: i64) {
+        let expiry = crate::Expiry::at(self.metadata.as_ref(), now_ms);
+        self.removed
+            .retain(|_, r| expiry.keeps_tombstone(r.deletion_timestamp));
+        self.txns.retain(|_, t| expiry.keeps_txn(t.last_updated));
+    }
+
     /// How `consumed`'s inputs stand to this version (see [`InputsStand`]).
     pub fn inputs_stand(&self, consumed: &Consumed) -> InputsStand {
         if consumed.reload || consumed.inputs.is_empty() {
@@ -318,3 +368,7 @@ impl LiveManifest {
         self.live.iter().map(|l| l.order).min().unwrap_or(0)
     }
 }
+
+#[cfg(test)]
+#[path = "window_tests.rs"]
+mod window_tests;

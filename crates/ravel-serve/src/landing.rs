@@ -345,6 +345,7 @@ impl Landing {
                     name: format!("{}/{}", store.location(), meta.location),
                     size: meta.size,
                     version,
+                    modified_ms: Some(meta.last_modified.timestamp_millis()),
                 },
                 landed,
                 location: Location::Object {

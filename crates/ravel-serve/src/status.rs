@@ -40,6 +40,10 @@ pub struct TableStatus {
     pub settling_files: usize,
     /// Files in the landing prefix whose names the pattern does not match.
     pub unmatched_files: usize,
+    /// Files no version the table remembers consumed that last changed before its inputs
+    /// window (on a table older than the window): a version may have loaded them and
+    /// forgotten it, so they are never loaded (`ravel-load load --reload` loads one).
+    pub beyond_window_files: usize,
     /// Entries whose names match but that are not regular files (pipes, sockets, devices,
     /// links to directories): never loaded.
     pub skipped_files: Vec<crate::landing::Skipped>,

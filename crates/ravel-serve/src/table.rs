@@ -37,6 +37,8 @@ pub struct Table {
     /// Files that failed, by `appId`: left out until their content changes.
     failed: BTreeMap<String, FailedFile>,
     replaced: BTreeMap<String, ReplacedFile>,
+    /// Files the inputs window may have forgotten a load of, at the last listing.
+    beyond_window: usize,
     pub status: TableStatus,
     /// The maintenance policy's next step on the newest version, as a dry run planned it.
     maintenance: Option<Planned>,
@@ -117,6 +119,7 @@ impl Table {
             isolate: false,
             failed: BTreeMap::new(),
             replaced: BTreeMap::new(),
+            beyond_window: 0,
             status,
             maintenance: None,
             last_load: None,
@@ -163,6 +166,7 @@ impl Table {
         s.settling_files = self.settling.len();
         s.cursor = (self.opened.as_ref()).and_then(|o| o.cursor.as_ref()?.stored.after.clone());
         s.unmatched_files = self.unmatched;
+        s.beyond_window_files = self.beyond_window;
         s.skipped_files = self.skipped.clone();
         s.failed_files = self.failed.values().cloned().collect();
         s.replaced_files = self.replaced.values().cloned().collect();
@@ -358,6 +362,9 @@ impl Table {
             return Ok(false);
         }
         let entries = o.log.catch_up(s).await?;
+        // What a checkpoint would leave out leaves the kept snapshot too: it holds the
+        // windows, not every load since the service started.
+        s.forget_expired(ravel_log::now_ms());
         Ok(!entries.is_empty())
     }
 
@@ -416,41 +423,49 @@ impl Table {
         let (consumed, unconsumed): (Vec<Landed>, Vec<Landed>) = listed
             .into_iter()
             .partition(|f| snapshot.consumed_by(&f.identity).is_some());
-        // A name a version consumed with other content: the snapshot's name records say so.
-        let unconsumed: Vec<(Landed, Option<u64>)> = unconsumed
+        let now = ravel_log::now_ms();
+        let standing: Vec<(Landed, FileStanding)> = unconsumed
             .into_iter()
             .filter(|f| !self.failed.contains_key(&f.identity.app_id()))
             .map(|f| {
-                let name = snapshot.name_consumed_by(&f.identity);
-                (f, name)
+                let standing = standing(snapshot, &f, now);
+                (f, standing)
             })
             .collect();
         self.pending.clear();
-        for (f, name) in unconsumed {
-            match name {
-                Some(version) => {
-                    // Its rows will never load (a writer changed the file after its version
-                    // consumed it): a failure, once.
-                    if !self.replaced.contains_key(&f.identity.name) {
-                        self.status.failures += 1;
-                        work.metrics.failed(&self.cfg.name);
-                        tracing::warn!(table = %self.cfg.name, file = %f.identity.name, consumed_by = version, "a file replaced under a name the table consumed: not loaded again");
-                    }
-                    self.replaced.insert(
-                        f.identity.name.clone(),
-                        ReplacedFile {
-                            name: f.identity.name.clone(),
-                            size: f.identity.size,
-                            consumed_by: version,
-                        },
-                    );
-                }
-                None => self.pending.push(f),
+        let mut beyond = Vec::new();
+        for (f, standing) in standing {
+            match standing {
+                FileStanding::New => self.pending.push(f),
+                FileStanding::Replaced { version } => self.note_replaced(work, &f, version),
+                FileStanding::BeyondWindow => beyond.push(f.identity.name),
             }
         }
+        if beyond.len() > self.beyond_window {
+            tracing::info!(table = %self.cfg.name, files = beyond.len(), first = %beyond[0], "files older than the inputs window that no remembered version consumed: not loaded");
+        }
+        self.beyond_window = beyond.len();
         self.pending
             .sort_by_key(|f| (f.landed, f.identity.name.clone()));
         consumed
+    }
+
+    /// A file changed under a name `version` consumed: its rows will never load (a writer
+    /// changed it after its version consumed it), a failure once.
+    fn note_replaced(&mut self, work: &Work<'_>, f: &Landed, version: u64) {
+        if !self.replaced.contains_key(&f.identity.name) {
+            self.status.failures += 1;
+            work.metrics.failed(&self.cfg.name);
+            tracing::warn!(table = %self.cfg.name, file = %f.identity.name, consumed_by = version, "a file replaced under a name the table consumed: not loaded again");
+        }
+        self.replaced.insert(
+            f.identity.name.clone(),
+            ReplacedFile {
+                name: f.identity.name.clone(),
+                size: f.identity.size,
+                consumed_by: version,
+            },
+        );
     }
 
     /// Whether a batch is due: its bytes reach the batch size, its oldest file waited the
@@ -516,6 +531,28 @@ impl Table {
             return None;
         }
         self.maintenance.as_ref().filter(|p| p.merge)
+    }
+}
+
+/// How a listed file no version consumed stands to the table.
+enum FileStanding {
+    /// To load.
+    New,
+    /// A name a version consumed with other content: the snapshot's name records say so.
+    Replaced { version: u64 },
+    /// Older than the inputs window, on a table older than it: a version may have loaded it
+    /// and forgotten it.
+    BeyondWindow,
+}
+
+fn standing(snapshot: &ravel_log::Snapshot, f: &Landed, now_ms: i64) -> FileStanding {
+    if let Some(version) = snapshot.name_consumed_by(&f.identity) {
+        return FileStanding::Replaced { version };
+    }
+    let one = ravel_loader::Consumed::once(vec![f.identity.clone()]);
+    match snapshot.check_window(&one, now_ms) {
+        Ok(()) => FileStanding::New,
+        Err(_) => FileStanding::BeyondWindow,
     }
 }
 

@@ -76,7 +76,7 @@ pub async fn plan_load(
     );
     job.inputs = identities;
     match newest.inputs_stand(&consumed) {
-        ravel_log::InputsStand::New => {}
+        ravel_log::InputsStand::New => newest.check_new(&consumed, ravel_log::now_ms())?,
         ravel_log::InputsStand::Published { version } => {
             job.reason =
                 format!("version {version} consumed these inputs already: nothing to load");

@@ -629,6 +629,7 @@ fn edit_load_inputs(job: &mut Job, edit: &Edit, dir: &std::path::Path) {
             name: dir.join("extra.parquet").display().to_string(),
             size: 4096,
             version: "1".into(),
+            modified_ms: None,
         }),
         _ => {}
     }

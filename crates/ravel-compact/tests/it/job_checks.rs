@@ -207,6 +207,7 @@ async fn a_file_read_again_under_another_spelling_is_refused() {
         name: again.clone(),
         size,
         version: "1".into(),
+        modified_ms: None,
     });
     split_files(&mut job, 1).push(again.clone());
     let results = run_all(&p.store, &job).await;
@@ -222,6 +223,7 @@ async fn an_input_no_split_step_reads_is_refused() {
         name: extra.clone(),
         size: 4096,
         version: "1".into(),
+        modified_ms: None,
     });
     let results = run_all(&p.store, &job).await;
     refused(&p, &job, results, &[&extra, "no split step reads"]).await;

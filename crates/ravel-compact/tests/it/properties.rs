@@ -252,6 +252,7 @@ fn input_file(i: usize) -> ravel_loader::Consumed {
         name: format!("/landing/part-{i}.parquet"),
         size: 1_000 + i as u64,
         version: "1".into(),
+        modified_ms: None,
     }])
 }
 

@@ -7,6 +7,7 @@
 //! on a local store and on a real S3 server (s3s-fs, in-process).
 
 mod kill;
+mod window;
 
 use crate::common::{line, p};
 use crate::compact::generated;

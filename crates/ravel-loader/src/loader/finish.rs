@@ -168,8 +168,9 @@ impl Loader {
     /// no later load of the same inputs publishes them again. Reads the newest version first:
     /// `Some` when it consumed every input already (the caller publishes nothing: see
     /// [`Loader::published_already`]), an error when it consumed only some
-    /// ([`ravel_log::LogError::PartlyConsumed`]) or the name of one and not the file now
-    /// there ([`ravel_log::LogError::NameConsumed`]). Before the first row is pushed: the
+    /// ([`ravel_log::LogError::PartlyConsumed`]), the name of one and not the file now
+    /// there ([`ravel_log::LogError::NameConsumed`]), or one the inputs window may have
+    /// forgotten ([`ravel_log::LogError::BeyondInputsWindow`]). Before the first row is pushed: the
     /// objects are named by the load's identity and their bytes
     /// ([`ravel_log::Consumed::object_salt`]).
     pub async fn consume(
@@ -185,7 +186,7 @@ impl Loader {
         self.uploader.set_salt(salt);
         match newest.inputs_stand(&self.consumed) {
             ravel_log::InputsStand::New => {
-                newest.check_names(&self.consumed)?;
+                newest.check_new(&self.consumed, ravel_log::now_ms())?;
                 Ok(None)
             }
             ravel_log::InputsStand::Published { version } => {

@@ -674,3 +674,55 @@ async fn a_null_inside_a_not_null_list_is_refused() {
     assert!(err.to_string().contains("\"stops\""), "{err}");
     assert!(loader.finish().await.is_err());
 }
+
+/// The library keeps the inputs window's promise as the CLI does: a rerun the table remembers
+/// publishes nothing; once a checkpoint forgot the load, the rerun is refused as bad input and
+/// publishes nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rerun_the_inputs_window_forgot_is_refused_and_publishes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("store").to_str().unwrap()).unwrap();
+    let mut layout = ravel_hits::layout();
+    layout.retention.inputs_s = 1;
+    ravel_testkit::set_layout(&store, "hits", &layout).await;
+    let path = dir.path().join("part.parquet");
+    let generated = GenOptions {
+        rows: 1_000,
+        seed: 7,
+        ..GenOptions::default()
+    };
+    ravel_hits::write_generated(generated, &path, |_| {}).unwrap();
+    let load = || {
+        let paths = [path.clone()];
+        let store = store.clone();
+        async move {
+            let format = ravel_loader::InputFormat::Parquet;
+            ravel_loader::load_files(
+                &store,
+                "hits",
+                options(1_000_000),
+                &paths,
+                format,
+                |_, _| {},
+            )
+            .await
+        }
+    };
+    assert_eq!(load().await.unwrap().rows, 1_000);
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert!(load().await.unwrap().already_published, "still remembered");
+    let paths = ravel_store::TablePaths::new("hits").unwrap();
+    let log = ravel_log::TableLog::new(store.object_store().clone(), paths);
+    log.write_checkpoint(&log.latest().await.unwrap())
+        .await
+        .unwrap();
+    let e = load().await.unwrap_err();
+    assert!(e.is_invalid_input(), "{e}");
+    let message = ravel_store::ErrorChain::new(&e).to_string();
+    assert!(
+        message.contains("part.parquet") && message.contains("interval 1 second"),
+        "{message}"
+    );
+    let newest = log.latest().await.unwrap();
+    assert_eq!(newest.version, Some(0), "nothing published");
+}

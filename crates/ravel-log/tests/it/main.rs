@@ -486,6 +486,7 @@ fn input(name: &str) -> InputFile {
         name: format!("/landing/{name}"),
         size: 100,
         version: "1".into(),
+        modified_ms: None,
     }
 }
 
