@@ -99,6 +99,31 @@ pub struct GcReport {
     /// Keys of the live leases that kept this run from deleting anything: loads running now,
     /// whose objects are unreferenced until they commit.
     pub blocked_by: Vec<String>,
+    /// The log files the table's log window expired, and what was deleted of them.
+    pub log: LogReport,
+}
+
+/// What `gc` found and deleted of the table's log: the entries, checksum files and
+/// checkpoints of the versions before the newest checkpoint older than the log window
+/// (`delta.logRetentionDuration`; see [`ravel_log::ExpiredLog`]).
+#[derive(Debug, Clone, Default, Serialize)]
+#[non_exhaustive]
+pub struct LogReport {
+    /// The table's log window, in seconds.
+    pub window_s: u64,
+    /// The checkpoint the log starts at once the expired files are deleted; `None` when the
+    /// window expired none.
+    pub starts_at: Option<u64>,
+    /// Log files the window expired, and their bytes.
+    pub expired: usize,
+    pub expired_bytes: u64,
+    /// Of those, deleted by this run (none on a dry run, or while a load runs).
+    pub deleted: usize,
+    pub deleted_bytes: u64,
+    /// Why no log file is deleted though the window expired some (the checkpoint the log
+    /// would start at disagrees with the log).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 /// Why `gc` could not run.
@@ -360,6 +385,10 @@ pub async fn gc(store: &Store, table: &str, opts: &GcOptions) -> Result<GcReport
         }
         delete_stale_leases(os, retention, &mut leases).await?;
     }
+    let mut log = expired_log(&arc, &table, &clock).await?;
+    if !opts.dry_run && blocked_by.is_empty() {
+        blocked_by = clean_log(&arc, &table, opts, &clock, &mut log).await?;
+    }
     for key in &blocked_by {
         tracing::warn!(lease = %key, "a load is running: gc deleted nothing it had not deleted before it started");
     }
@@ -375,7 +404,69 @@ pub async fn gc(store: &Store, table: &str, opts: &GcOptions) -> Result<GcReport
         dry_run: opts.dry_run,
         leases,
         blocked_by,
+        log: log.report,
     })
+}
+
+/// The log files the table's log window expired (see [`ravel_log::ExpiredLog`]).
+struct LogWork {
+    expired: ravel_log::ExpiredLog,
+    report: LogReport,
+}
+
+/// What the table's log window (from its newest metadata) expires now.
+async fn expired_log(
+    store: &Arc<dyn ObjectStore>,
+    table: &TablePaths,
+    clock: &ravel_store::StoreClock,
+) -> Result<LogWork, GcError> {
+    let log = TableLog::new(store.clone(), table.clone());
+    let snapshot = log.latest().await?;
+    let window_ms = ravel_log::log_window_ms(snapshot.metadata.as_ref());
+    let expired = log
+        .expired_log(clock.now().timestamp_millis(), window_ms)
+        .await?;
+    let report = LogReport {
+        window_s: (window_ms / 1000) as u64,
+        starts_at: expired.checkpoint,
+        expired: expired.files.len(),
+        expired_bytes: expired.bytes(),
+        deleted: 0,
+        deleted_bytes: 0,
+        refused: expired.refused.clone(),
+    };
+    Ok(LogWork { expired, report })
+}
+
+/// Deletes the expired log files unless a load started meanwhile (its lease's key returned:
+/// its commit reads the entries after the version it read).
+async fn clean_log(
+    store: &Arc<dyn ObjectStore>,
+    table: &TablePaths,
+    opts: &GcOptions,
+    clock: &ravel_store::StoreClock,
+    work: &mut LogWork,
+) -> Result<Vec<String>, GcError> {
+    if work.expired.files.is_empty() {
+        return Ok(Vec::new());
+    }
+    let blocked_by =
+        live(&read_leases(store.as_ref(), table, opts.stale_lease_after, clock).await?);
+    if !blocked_by.is_empty() {
+        return Ok(blocked_by);
+    }
+    let log = TableLog::new(store.clone(), table.clone());
+    let deleted = log.delete_expired(&work.expired).await?;
+    tracing::info!(
+        table = table.name(),
+        files = deleted.files,
+        bytes = deleted.bytes,
+        starts_at = work.expired.checkpoint,
+        "deleted the log files the log window expired"
+    );
+    work.report.deleted = deleted.files;
+    work.report.deleted_bytes = deleted.bytes;
+    Ok(Vec::new())
 }
 
 /// What [`delete_old`] did.

@@ -21,6 +21,9 @@ pub struct GcArgs {
     /// the load and exits 3; a lease not rewritten for 10 minutes, dated more than 10 minutes
     /// ahead of the store's clock, or whose process on this host is gone, is stale and no
     /// longer blocks. Ages are by the store's clock (gc writes `_ravel/clock` to read it).
+    /// The log's own files (entries, checksum files, checkpoints) go by the table's log window
+    /// instead (`layout retention set --log`, 30 days unless set): those of the versions before
+    /// the newest checkpoint older than it.
     #[arg(long)]
     pub older_than: Option<String>,
     /// Report only; delete nothing.
@@ -120,11 +123,38 @@ fn print_report(r: &GcReport, older_than: &str) {
         );
     }
     print_leases(r);
+    print_log(r);
     println!(
         "{} deleted ({} bytes); retention {older_than}{}",
         r.deleted,
         r.deleted_bytes,
         if r.dry_run { "; dry run" } else { "" }
+    );
+}
+
+/// The log files the log window expired: deleted, or why not.
+fn print_log(r: &GcReport) {
+    let l = &r.log;
+    let window = ravel_layout::interval(l.window_s);
+    let window = window.trim_start_matches("interval ");
+    if let Some(why) = &l.refused {
+        println!("  log: nothing deleted: {why}");
+        return;
+    }
+    let Some(start) = l.starts_at else {
+        println!("  log: no version before a checkpoint is older than the log window ({window})");
+        return;
+    };
+    let what = if l.deleted > 0 || l.expired == 0 {
+        format!("{} deleted ({} bytes)", l.deleted, l.deleted_bytes)
+    } else if r.dry_run {
+        "would delete".to_string()
+    } else {
+        "kept: a load is running".to_string()
+    };
+    println!(
+        "  log: {} file(s) ({} bytes) of the versions before checkpoint {start}, older than the log window ({window}): {what}",
+        l.expired, l.expired_bytes
     );
 }
 

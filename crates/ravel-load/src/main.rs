@@ -64,7 +64,8 @@ enum Command {
     BenchQueries(bench_queries_cmd::BenchQueriesArgs),
     /// Report the objects of a table that its newest version does not hold (left by failed or
     /// killed loads and compactions, or replaced by a compaction) and delete those older than a
-    /// retention; an object of the newest version is never deleted.
+    /// retention; an object of the newest version is never deleted. Delete the log files the
+    /// table's log window expired (those of the versions before a checkpoint older than it).
     Gc(gc_cmd::GcArgs),
     /// Merge a table's overlapping objects into one sequence in clustering order, within the
     /// load budget, and commit the swap as a new version (readers of older versions keep theirs)

@@ -128,6 +128,8 @@ impl QueryError {
             | QueryError::BadSqlName(_)
             | QueryError::Unquoted { .. } => true,
             QueryError::AtLine { error, .. } => error.is_invalid_input(),
+            // A version the log window cleaned: asked for what the table no longer keeps.
+            QueryError::Log(LogError::Cleaned { .. }) => true,
             QueryError::DataFusion(e) => statement::is_bad_statement(e),
             _ => false,
         }

@@ -536,3 +536,78 @@ fn verify_finds_a_delta_view_that_misleads_readers() {
     std::fs::write(log.join("_last_checkpoint"), r#"{"version":0,"size":1}"#).unwrap();
     verify_fails_with(&store, "checkpoint_unreadable");
 }
+
+/// The files of the table's `_delta_log`.
+fn log_files(dir: &Path) -> usize {
+    common::entries(&dir.join("store/hits/_delta_log"))
+}
+
+/// `gc` deletes the log files the log window expired: delta-rs and the Delta kernel open the
+/// cleaned table with the same version, files and rows, ravel reads it and every version from
+/// the checkpoint the log starts at, verify passes, `query --version` of a cleaned version exits
+/// 2 naming the oldest readable one, and loads go on.
+#[test]
+fn a_log_cleaned_by_gc_reads_as_before_in_delta_readers_and_ravel() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = hits_store(dir.path());
+    let load = |input: &str| {
+        ok(&format!(
+            "load --store {store} --table hits --input {input} --object-bytes 60000"
+        ))
+    };
+    for seed in 1..4 {
+        load(&generated(
+            dir.path(),
+            &format!("{seed}.parquet"),
+            2_000,
+            seed,
+        ));
+    }
+    ok(&format!(
+        "compact --store {store} --table hits --object-bytes 60000"
+    ));
+    ok(&format!(
+        "layout --store {store} --table hits retention set --log 1s"
+    ));
+    let before = agree(&store, dir.path());
+    let files_before = log_files(dir.path());
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+
+    let report = json(&format!("gc --store {store} --table hits --json"));
+    let log = &report["log"];
+    let start = log["starts_at"].as_u64().expect("a checkpoint expired");
+    assert!(start > 0 && log["deleted"].as_u64() > Some(0), "{log}");
+    assert_eq!(log["deleted"], log["expired"], "{log}");
+    assert_eq!(
+        log_files(dir.path()),
+        files_before - log["deleted"].as_u64().unwrap() as usize
+    );
+    let after = agree(&store, dir.path());
+    assert_eq!(after, before, "cleaning the log changes no version");
+
+    let err = common::fails(
+        2,
+        &line(
+            &format!("query --store {store} --table hits --version 0"),
+            &["SELECT COUNT(*) FROM hits"],
+        ),
+    );
+    assert!(
+        err.contains(&format!("the oldest version still readable is {start}")),
+        "{err}"
+    );
+    let at_start = ok(&line(
+        &format!("query --store {store} --table hits --format csv --version {start}"),
+        &["SELECT COUNT(*) FROM hits"],
+    ));
+    assert_eq!(common::first_row::<u64>(&at_start), [6_000]);
+    let text = ok(&format!("gc --store {store} --table hits"));
+    assert!(
+        text.contains("log: no version before a checkpoint is older"),
+        "{text}"
+    );
+
+    load(&generated(dir.path(), "4.parquet", 500, 4));
+    let later = agree(&store, dir.path());
+    assert_eq!(later.rows, before.rows + 500);
+}

@@ -231,7 +231,7 @@ impl Table {
         };
         match done {
             Ok(r) => {
-                tracing::info!(table = %self.cfg.name, deleted = r.deleted, deleted_bytes = r.deleted_bytes, blocked_by = r.blocked_by.len(), "gc")
+                tracing::info!(table = %self.cfg.name, deleted = r.deleted, deleted_bytes = r.deleted_bytes, log_deleted = r.log.deleted, log_deleted_bytes = r.log.deleted_bytes, blocked_by = r.blocked_by.len(), "gc")
             }
             Err(e) => self.failed_with(work, Kind::Gc, format!("gc: {e}")),
         }

@@ -394,3 +394,51 @@ async fn every_checksum_file_that_disagrees_with_the_log_is_reported() {
             .all(|v| v.problem.kind() == "checksum_mismatch")
     );
 }
+
+/// Commits `n` versions that record a setting of their own (no objects change).
+async fn settings_versions(log: &ravel_log::TableLog, from: usize, n: usize) {
+    for i in from..from + n {
+        let config = std::collections::BTreeMap::from([("ravel.test.step".into(), i.to_string())]);
+        log.commit_settings(&config).await.unwrap();
+    }
+}
+
+/// A log the log window cleaned verifies from the checkpoint it starts at; a newest checkpoint
+/// that lost a live object is still caught against that checkpoint and the entries after it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cleaned_log_verifies_and_a_checkpoint_that_lost_an_object_is_still_caught() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = table(dir.path()).await;
+    let log = ravel_log::TableLog::new(
+        store.object_store().clone(),
+        ravel_store::TablePaths::new("hits").unwrap(),
+    );
+    settings_versions(&log, 1, 14).await;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    let a_day_ahead = now.unwrap().as_millis() as i64 + 86_400_000;
+    let expired = log.expired_log(a_day_ahead, 3_600_000).await.unwrap();
+    assert_eq!(expired.checkpoint, Some(10));
+    log.delete_expired(&expired).await.unwrap();
+    let report = verify(&store, "hits", &deep()).await.unwrap();
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+    assert_eq!((report.version, report.versions), (Some(14), 5));
+
+    // Checkpoint 20, rewritten without one of the table's objects.
+    settings_versions(&log, 15, 6).await;
+    let mut actions = log.checkpoint_entry(20).await.unwrap().actions;
+    let dropped = actions.iter().position(|a| a.add.is_some()).unwrap();
+    actions.remove(dropped);
+    let bytes = ravel_log::encode_checkpoint(&actions).unwrap();
+    std::fs::write(
+        dir.path()
+            .join("hits/_delta_log/00000000000000000020.checkpoint.parquet"),
+        bytes,
+    )
+    .unwrap();
+    let report = verify(&store, "hits", &deep()).await.unwrap();
+    let caught = report
+        .violations
+        .iter()
+        .any(|v| matches!(v.problem, Problem::CheckpointFiles { .. }));
+    assert!(caught, "{:?}", report.violations);
+}
