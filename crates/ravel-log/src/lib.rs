@@ -30,6 +30,7 @@
 mod actions;
 mod checkpoint;
 mod checksum;
+mod cleanup;
 mod commit;
 pub mod consumed;
 mod error;
@@ -37,7 +38,6 @@ mod foreign;
 mod references;
 mod retained;
 mod retention;
-mod cleanup;
 mod schema;
 mod snapshot;
 mod stats;
@@ -52,6 +52,7 @@ pub use checkpoint::{
     checkpoint_schema, decode_checkpoint, encode_checkpoint,
 };
 pub use checksum::{CheckpointDamage, ChecksumDisagreement, Counts, Culprit, VersionChecksum};
+pub use cleanup::{DeletedLog, ExpiredLog, LogFile};
 pub use commit::{Commit, Committed, Operation, Published, published_in};
 pub use consumed::{Consumed, InputFile, InputsStand, Txn};
 pub use error::{LogError, Mismatch};
@@ -59,7 +60,6 @@ pub use foreign::{
     DeclaredSchemaError, ExtraColumn, FENCE_FEATURE, FENCE_PROPERTY, ForeignObject, arrow_schema,
     fenced,
 };
-pub use cleanup::{DeletedLog, ExpiredLog, LogFile};
 pub use references::References;
 pub use retained::History;
 pub use retention::{
@@ -211,7 +211,10 @@ impl TableLog {
                 s.damaged_checkpoint = Some(damage);
             }
         }
-        let entry = history.entries.iter().find(|e| e.version == checked.version);
+        let entry = history
+            .entries
+            .iter()
+            .find(|e| e.version == checked.version);
         match self.disagreement(&checked, entry, witness).await? {
             None => Ok(s),
             Some(d) if d.culprit == Culprit::ChecksumFile => {
@@ -257,7 +260,6 @@ impl TableLog {
         Ok(entries)
     }
 
-    /// The versions from `first` on, oldest first (one LIST from there); checks they follow
     /// [`TableLog::catch_up`] of a snapshot older than the checkpoint the log starts at now (the
     /// log window cleaned the entries after it): the snapshot is read again from that checkpoint
     /// on. Returns the entries from version `next` on that the log still holds.
@@ -281,9 +283,10 @@ impl TableLog {
             .collect())
     }
 
+    /// The versions from `first` on, oldest first (one LIST from there); checks they follow
     /// on without a gap, and that no checksum file lacks its entry ([`LogError::LostEntry`]).
-    async fn versions_from(&self, first: u64) -> Result<Vec<u64>, LogError> {
     /// Fails with [`LogError::Cleaned`] when the log window cleaned the entries from `first`.
+    async fn versions_from(&self, first: u64) -> Result<Vec<u64>, LogError> {
         let r = self.readable_from(first).await?;
         match r.checkpoint {
             Some(oldest) => Err(LogError::Cleaned {
