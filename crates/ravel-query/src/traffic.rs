@@ -156,6 +156,15 @@ impl<T: ObjectStore> ObjectStore for TrafficStore<T> {
         self.inner.list(prefix)
     }
 
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.counter.0.lock().expect("traffic lock").lists += 1;
+        self.inner.list_with_offset(prefix, offset)
+    }
+
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
         self.counter.0.lock().expect("traffic lock").lists += 1;
         self.inner.list_with_delimiter(prefix).await

@@ -85,6 +85,27 @@ impl Overlay {
             Err(e) => Err(e),
         }
     }
+
+    /// The entries this overlay wrote, then the base's it neither replaced nor deleted.
+    fn merged(
+        &self,
+        written: BoxStream<'static, object_store::Result<ObjectMeta>>,
+        base: BoxStream<'static, object_store::Result<ObjectMeta>>,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let deleted = self.deleted.clone();
+        futures::stream::once(async move {
+            let written: Vec<ObjectMeta> = written.try_collect().await?;
+            let mut hidden = deleted.lock().expect("not poisoned").clone();
+            hidden.extend(written.iter().map(|m| m.location.clone()));
+            let rest =
+                base.try_filter(move |m| futures::future::ready(!hidden.contains(&m.location)));
+            Ok::<_, object_store::Error>(
+                futures::stream::iter(written.into_iter().map(Ok)).chain(rest),
+            )
+        })
+        .try_flatten()
+        .boxed()
+    }
 }
 
 fn not_found(location: &Path) -> object_store::Error {
@@ -162,21 +183,18 @@ impl ObjectStore for Overlay {
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        let written = self.writes.list(prefix);
-        let base = self.base.list(prefix);
-        let deleted = self.deleted.clone();
-        futures::stream::once(async move {
-            let written: Vec<ObjectMeta> = written.try_collect().await?;
-            let mut hidden = deleted.lock().expect("not poisoned").clone();
-            hidden.extend(written.iter().map(|m| m.location.clone()));
-            let rest =
-                base.try_filter(move |m| futures::future::ready(!hidden.contains(&m.location)));
-            Ok::<_, object_store::Error>(
-                futures::stream::iter(written.into_iter().map(Ok)).chain(rest),
-            )
-        })
-        .try_flatten()
-        .boxed()
+        self.merged(self.writes.list(prefix), self.base.list(prefix))
+    }
+
+    /// Both layers listed after `offset` by their stores, merged as [`Overlay::list`] merges
+    /// them.
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let written = self.writes.list_with_offset(prefix, offset);
+        self.merged(written, self.base.list_with_offset(prefix, offset))
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {

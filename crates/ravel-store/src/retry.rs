@@ -353,7 +353,22 @@ async fn read_whole(location: &Path, result: GetResult) -> Result<GetResult> {
 /// A whole listing. A failure before the first entry is the request's own; a failure after
 /// it is a listing broken midway ([`BrokenAnswer::Listing`]).
 async fn list_whole<T: ObjectStore>(inner: &T, prefix: Option<&Path>) -> Result<Vec<ObjectMeta>> {
-    let mut stream = inner.list(prefix);
+    collect_listing(inner.list(prefix)).await
+}
+
+/// [`list_whole`] from after `offset` (S3's `StartAfter`): the store lists only what follows.
+async fn list_whole_after<T: ObjectStore>(
+    inner: &T,
+    prefix: Option<&Path>,
+    offset: &Path,
+) -> Result<Vec<ObjectMeta>> {
+    collect_listing(inner.list_with_offset(prefix, offset)).await
+}
+
+/// Every entry of `stream`, or why it broke.
+async fn collect_listing(
+    mut stream: BoxStream<'static, Result<ObjectMeta>>,
+) -> Result<Vec<ObjectMeta>> {
     let mut entries = Vec::new();
     while let Some(item) = stream.next().await {
         match item {
@@ -366,6 +381,20 @@ async fn list_whole<T: ObjectStore>(inner: &T, prefix: Option<&Path>) -> Result<
         }
     }
     Ok(entries)
+}
+
+/// A listing collected whole (so the stream borrows nothing past the call), as a stream of its
+/// entries or its error.
+fn entries_of(
+    listing: impl std::future::Future<Output = Result<Vec<ObjectMeta>>> + Send + 'static,
+) -> BoxStream<'static, Result<ObjectMeta>> {
+    futures::stream::once(listing)
+        .map(|r| match r {
+            Ok(v) => futures::stream::iter(v.into_iter().map(Ok)).boxed(),
+            Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
+        })
+        .flatten()
+        .boxed()
 }
 
 #[async_trait]
@@ -427,14 +456,26 @@ impl<T: ObjectStore> ObjectStore for RetryStore<T> {
             })
             .await
         };
-        // The stream borrows nothing past this call: collect now, hand out the entries.
-        futures::stream::once(listing)
-            .map(|r| match r {
-                Ok(v) => futures::stream::iter(v.into_iter().map(Ok)).boxed(),
-                Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
+        entries_of(listing)
+    }
+
+    /// Passed on to the store, as [`ObjectStore::list`] is: the default would list everything
+    /// before `offset` too (a log or a landing prefix in full) and drop it here.
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        let (prefix, offset) = (prefix.cloned(), offset.clone());
+        let shown = prefix.as_ref().map_or(String::new(), |p| p.to_string());
+        let (inner, limits) = (self.inner.clone(), self.limits.clone());
+        let listing = async move {
+            retry(&limits, Request::new("list", &shown), || {
+                list_whole_after(&*inner, prefix.as_ref(), &offset)
             })
-            .flatten()
-            .boxed()
+            .await
+        };
+        entries_of(listing)
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
@@ -469,6 +510,8 @@ mod tests {
         puts: AtomicU32,
         gets: AtomicU32,
         lists: AtomicU32,
+        /// Listings after an offset passed on as such.
+        offsets: AtomicU32,
         short: u32,
         broken: u32,
         cut: u32,
@@ -482,6 +525,7 @@ mod tests {
                 puts: AtomicU32::new(0),
                 gets: AtomicU32::new(0),
                 lists: AtomicU32::new(0),
+                offsets: AtomicU32::new(0),
                 short: 0,
                 broken: 0,
                 cut: 0,
@@ -566,6 +610,15 @@ mod tests {
                     .boxed();
             }
             listing
+        }
+
+        fn list_with_offset(
+            &self,
+            prefix: Option<&Path>,
+            offset: &Path,
+        ) -> BoxStream<'static, Result<ObjectMeta>> {
+            self.offsets.fetch_add(1, Ordering::SeqCst);
+            self.inner.list_with_offset(prefix, offset)
         }
 
         async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
@@ -657,6 +710,33 @@ mod tests {
             .unwrap();
         assert_eq!(listed.len(), 3);
         assert_eq!(store.inner.lists.load(Ordering::SeqCst), 3);
+    }
+
+    /// A listing after an offset reaches the store as one (S3's `StartAfter`), not as a whole
+    /// listing filtered here: a log or a landing prefix is listed from where the reader is.
+    #[tokio::test]
+    async fn a_listing_after_an_offset_is_the_stores_own() {
+        let memory = InMemory::new();
+        for k in ["t/a", "t/b", "t/c"] {
+            memory
+                .put(&Path::from(k), PutPayload::from("0"))
+                .await
+                .unwrap();
+        }
+        let store = RetryStore::new(Counted::new(memory), policy());
+        let listed: Vec<ObjectMeta> = store
+            .list_with_offset(Some(&Path::from("t")), &Path::from("t/a"))
+            .try_collect()
+            .await
+            .unwrap();
+        let keys: Vec<String> = listed.iter().map(|m| m.location.to_string()).collect();
+        assert_eq!(keys, ["t/b", "t/c"]);
+        let inner = &store.inner;
+        let calls = (
+            inner.offsets.load(Ordering::SeqCst),
+            inner.lists.load(Ordering::SeqCst),
+        );
+        assert_eq!(calls, (1, 0), "(offset listings, whole listings)");
     }
 
     /// A put cut off under way: what the client gives up at once for a conditional put is
