@@ -10,8 +10,9 @@
 //! - a second compaction writes nothing.
 //!
 //! And on any interleaving of loads of three inputs, their reruns, loads killed before their
-//! commit and compactions, every row of every input a finished load took is in the table
-//! exactly once (the inputs are recorded in the log: a rerun publishes nothing).
+//! commit, compactions and cleanups of the log the log window expired (whole, or killed after
+//! any delete), every row of every input a finished load took is in the table exactly once (the
+//! inputs are recorded in the log: a rerun publishes nothing), and the table verifies.
 //!
 //! `PROPTEST_CASES=N` sets the number of cases.
 
@@ -229,21 +230,45 @@ proptest! {
 }
 
 /// One step of an interleaving: a load of input `i` (a rerun when it was loaded), a load of
-/// it killed after its objects were stored and before its commit, or a compaction.
+/// it killed after its objects were stored and before its commit, a compaction, or a cleanup
+/// of the log as if the log window had passed, killed after `deletes` deletes (`None`: whole).
 #[derive(Debug, Clone)]
 enum Step {
     Load(usize),
     Killed(usize),
     Compact,
+    CleanLog { deletes: Option<usize> },
 }
 
 fn steps() -> impl Strategy<Value = Vec<Step>> {
     let step = prop_oneof![
-        (0..3usize).prop_map(Step::Load),
-        (0..3usize).prop_map(Step::Killed),
-        Just(Step::Compact),
+        3 => (0..3usize).prop_map(Step::Load),
+        2 => (0..3usize).prop_map(Step::Killed),
+        2 => Just(Step::Compact),
+        2 => proptest::option::of(0..12usize).prop_map(|deletes| Step::CleanLog { deletes }),
     ];
-    prop::collection::vec(step, 1..9)
+    prop::collection::vec(step, 1..12)
+}
+
+/// Writes a checkpoint of the newest version (as a commit at the checkpoint interval does),
+/// then deletes the log files a log window of a day expired a day from now: all of them, or
+/// the first `deletes` in the cleanup's order (what a cleanup killed part-way leaves).
+async fn clean_log(store: &Store, deletes: Option<usize>) {
+    let log = ravel_log::TableLog::new(
+        store.object_store().clone(),
+        ravel_store::TablePaths::new("t").unwrap(),
+    );
+    let newest = log.latest().await.unwrap();
+    log.write_checkpoint(&newest).await.unwrap();
+    let day = 86_400_000;
+    let mut expired = log
+        .expired_log(ravel_log::now_ms() + day, day / 2)
+        .await
+        .unwrap();
+    if let Some(n) = deletes {
+        expired.files.truncate(n);
+    }
+    log.delete_expired(&expired).await.unwrap();
 }
 
 /// What input `i` is to the log: a file of its own.
@@ -278,6 +303,10 @@ async fn interleaved(c: Case, steps: Vec<Step>) -> Result<(), TestCaseError> {
                     Ok(_) | Err(CompactError::NotClustered(_) | CompactError::NoSuchTable(_)) => {}
                     Err(e) => panic!("compact: {e}"),
                 }
+                continue;
+            }
+            Step::CleanLog { deletes } => {
+                clean_log(&store, deletes).await;
                 continue;
             }
             Step::Load(i) => (i, true),
@@ -327,15 +356,23 @@ async fn interleaved(c: Case, steps: Vec<Step>) -> Result<(), TestCaseError> {
         }
     };
     seen.sort_unstable();
+    let rows = expected.len();
     prop_assert_eq!(seen, expected, "every loaded row exactly once");
+    if loaded.iter().any(|l| *l) {
+        let verified = verify(&store, "t", &VerifyOptions::default())
+            .await
+            .unwrap();
+        prop_assert!(verified.holds(), "{:#?}", verified.violations);
+        prop_assert_eq!(verified.rows as usize, rows);
+    }
     Ok(())
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(16), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(32), ..ProptestConfig::default() })]
 
     #[test]
-    fn loads_reruns_kills_and_merges_leave_every_input_row_once(c in case(300), s in steps()) {
+    fn loads_reruns_kills_merges_and_log_cleanups_leave_every_input_row_once(c in case(300), s in steps()) {
         let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
         rt.block_on(interleaved(c, s))?;
     }
