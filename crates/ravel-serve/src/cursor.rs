@@ -104,17 +104,24 @@ impl Cursor {
     }
 }
 
-/// The key the cursor moves to, if it moves: the last of the leading keys consumed and
-/// landed before `now - lookback`.
+/// The key the cursor moves to, if it moves: the last of the leading keys landed before
+/// `now - lookback` that a version consumed or that are beyond the table's inputs window
+/// (never loaded: see [`Snapshot::check_window`]).
 fn next_cursor(
     listed: &[Landed],
     snapshot: &Snapshot,
     lookback: Duration,
     now: SystemTime,
 ) -> Option<String> {
+    let now_ms = now
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     let settled = |f: &&Landed| {
         let old = now.duration_since(f.landed).unwrap_or_default() >= lookback;
-        old && snapshot.consumed_by(&f.identity).is_some()
+        let one = ravel_loader::Consumed::once(vec![f.identity.clone()]);
+        let done = snapshot.consumed_by(&f.identity).is_some()
+            || snapshot.check_window(&one, now_ms).is_err();
+        old && done
     };
     listed
         .iter()

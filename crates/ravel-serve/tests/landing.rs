@@ -416,4 +416,8 @@ async fn a_file_older_than_the_inputs_window_of_an_older_table_is_counted_and_ne
         (120, 2, 0, None),
         "{s:#?}"
     );
+    // A landing cursor passes them (they never load), and the next listing leaves them out.
+    let s = once(config(&url, &landing, "cursor_lookback = \"0s\"")).await;
+    let seen = (s.rows, s.beyond_window_files, s.cursor.as_deref());
+    assert_eq!(seen, (120, 0, Some("c.parquet")), "{s:#?}");
 }
