@@ -387,7 +387,7 @@ async fn a_file_older_than_the_inputs_window_of_an_older_table_is_counted_and_ne
         time: Some("t".into()),
         ..Layout::default()
     };
-    layout.retention.inputs_s = 1;
+    layout.retention.inputs_s = 3;
     ravel_testkit::set_layout(&store, "events", &layout).await;
     let landing = landing(dir.path());
     // A new table takes a file a year old: it forgot no load yet.
@@ -401,7 +401,7 @@ async fn a_file_older_than_the_inputs_window_of_an_older_table_is_counted_and_ne
     // Once the table is older than its window, a file older than the window that no version
     // it remembers consumed may be one it forgot: counted, never loaded, not a failure. So is
     // a.parquet, whose load the window forgot. A new file loads as ever.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
     rows(&landing.join("b.parquet"), 100, 10);
     age(&landing.join("b.parquet"), Duration::from_secs(3_600));
     rows(&landing.join("c.parquet"), 110, 20);

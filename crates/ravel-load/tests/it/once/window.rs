@@ -29,11 +29,11 @@ fn rerun_past_the_window(place: &Place) {
     load_json(place, s, &old, "--no-maintain");
     load_json(place, s, &older, "--no-maintain");
     place.ok(&format!(
-        "layout --store {s} --table hits retention set --inputs 2s"
+        "layout --store {s} --table hits retention set --inputs 4s"
     ));
     let fresh = generated(dir.path(), "fresh.parquet", 2_000, 3);
     load_json(place, s, &fresh, "--no-maintain");
-    std::thread::sleep(Duration::from_millis(2_500));
+    std::thread::sleep(Duration::from_millis(4_500));
     // Past the window, but no checkpoint forgot it yet: remembered, published already.
     let again = load_json(place, s, &fresh, "--no-maintain");
     assert_eq!(again["already_published"], true, "{again}");
@@ -47,7 +47,7 @@ fn rerun_past_the_window(place: &Place) {
         let err = place.fails(2, &cmd);
         let name = input.file_name().unwrap().to_str().unwrap();
         assert!(
-            err.contains(name) && err.contains("interval 2 seconds") && err.contains("--reload"),
+            err.contains(name) && err.contains("interval 4 seconds") && err.contains("--reload"),
             "{err}"
         );
     }
