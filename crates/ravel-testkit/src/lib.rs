@@ -10,8 +10,10 @@
 
 pub mod arbitrary;
 mod fault;
+mod requests;
 
 pub use fault::{FaultStore, Gate, Injected, InjectedHandle};
+pub use requests::{Listed, RequestCounts};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -81,6 +83,7 @@ pub struct AtomicConditions {
     /// `None`: conditional requests as s3s-fs serves them (not atomic).
     lock: Option<Arc<tokio::sync::Mutex<()>>>,
     stalls: Arc<std::sync::Mutex<Vec<Stall>>>,
+    requests: Arc<std::sync::Mutex<RequestCounts>>,
 }
 
 /// A request pattern the server stops answering (see [`S3Server::stall`]).
@@ -141,14 +144,22 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for AtomicCon
         }
         let conditional = req.headers().contains_key(http::header::IF_NONE_MATCH)
             || req.headers().contains_key(http::header::IF_MATCH);
+        let kind = requests::Kind::of(req.method(), req.uri());
         let call = hyper::service::Service::call(&self.inner, req);
         let lock = self.lock.clone().filter(|_| conditional);
+        let counts = self.requests.clone();
         Box::pin(async move {
             let _guard = match &lock {
                 Some(lock) => Some(lock.lock().await),
                 None => None,
             };
-            call.await
+            let res = call.await;
+            let body = res.as_ref().ok().and_then(|r| r.body().bytes());
+            counts
+                .lock()
+                .expect("request counts lock")
+                .count(&kind, body.as_deref());
+            res
         })
     }
 }
@@ -162,6 +173,7 @@ pub struct S3Server {
     pub secret_key: String,
     root: tempfile::TempDir,
     stalls: Arc<std::sync::Mutex<Vec<Stall>>>,
+    requests: Arc<std::sync::Mutex<RequestCounts>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -192,10 +204,12 @@ impl S3Server {
             secret_key.clone(),
         ));
         let stalls = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let requests = Arc::new(std::sync::Mutex::new(RequestCounts::default()));
         let service = AtomicConditions {
             inner: b.build(),
             lock: atomic.then(|| Arc::new(tokio::sync::Mutex::new(()))),
             stalls: stalls.clone(),
+            requests: requests.clone(),
         };
         let (addr_tx, addr_rx) = std::sync::mpsc::channel::<SocketAddr>();
         let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -235,6 +249,7 @@ impl S3Server {
             secret_key,
             root,
             stalls,
+            requests,
             stop: Some(stop_tx),
             thread: Some(thread),
         }
@@ -273,6 +288,18 @@ impl S3Server {
     /// Ends every stall (requests held already stay held).
     pub fn clear_stalls(&self) {
         self.stalls.lock().expect("stalls lock").clear();
+    }
+
+    /// The requests the server answered since it started or since the last
+    /// [`S3Server::take_requests`].
+    pub fn requests(&self) -> RequestCounts {
+        self.requests.lock().expect("request counts lock").clone()
+    }
+
+    /// The requests the server answered since it started or since the last call, and counts
+    /// from zero again.
+    pub fn take_requests(&self) -> RequestCounts {
+        std::mem::take(&mut *self.requests.lock().expect("request counts lock"))
     }
 
     /// A store on this server under `prefix`, built without touching the process environment,
