@@ -8,6 +8,7 @@ mod chart;
 mod compare;
 mod exec;
 mod ingest;
+mod life;
 mod machine;
 mod presort;
 mod result;
@@ -77,6 +78,12 @@ enum Cmd {
     /// depth against its bound, peak RSS and CPU, every row once, the idle CPU; writes
     /// `serve.json` and `serve.svg`.
     Serve(serve::ServeArgs),
+    /// A table's years in minutes: small files land at a high rate into `ravel-load serve`
+    /// on the test S3 server, retention windows of seconds; every 1,000 versions the log's
+    /// objects and checkpoint, a fresh service's start and requests, the listing per poll,
+    /// `query`, delta-rs and polars opening the table, the service's RSS and idle CPU; writes
+    /// `life.json` and `life.svg`.
+    Life(life::LifeArgs),
     /// Write the rows of a Parquet file sorted by the hits clustering key (the input of
     /// `load-presorted`; `run` and `ab` call it as a child process so that their own memory
     /// stays small: a child's peak RSS counts its parent's at the fork).
@@ -243,6 +250,7 @@ fn main() -> Result<()> {
         }
         Cmd::Ingest(a) => ingest::run(a),
         Cmd::Serve(a) => serve::run(a),
+        Cmd::Life(a) => life::run(a),
         Cmd::Presort { input, out, memory } => presort::presort(&input, &out, memory),
         Cmd::ClusterGain {
             rows,

@@ -14,7 +14,7 @@
 mod arrival;
 mod chart;
 mod figures;
-mod process;
+pub(crate) mod process;
 mod record;
 
 use std::path::{Path, PathBuf};

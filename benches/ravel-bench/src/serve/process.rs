@@ -29,6 +29,8 @@ pub struct Service {
 pub struct Usage {
     /// VmHWM, bytes.
     pub peak_rss_bytes: u64,
+    /// VmRSS, bytes.
+    pub rss_bytes: u64,
     /// utime + stime, seconds.
     pub cpu_s: f64,
 }
@@ -47,7 +49,19 @@ impl Service {
     /// Starts `bin serve -v --config config --listen 127.0.0.1:0`, its stderr (its info log:
     /// every load and merge) appended to `log`; returns once it says where it listens.
     pub fn start(bin: &Path, config: &Path, log: &Path) -> Result<Service> {
+        Service::start_env(bin, config, log, &[])
+    }
+
+    /// [`Service::start`] with `env` added to the process's environment (the settings of an
+    /// S3 store).
+    pub fn start_env(
+        bin: &Path,
+        config: &Path,
+        log: &Path,
+        env: &[(&str, String)],
+    ) -> Result<Service> {
         let mut child = Command::new(bin)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .args(["serve", "-v", "--config"])
             .arg(config)
             .args(["--listen", "127.0.0.1:0"])
@@ -171,11 +185,12 @@ pub fn metric(text: &str, name: &str) -> Option<f64> {
 /// of process `pid`.
 pub fn usage(pid: u32) -> Result<Usage> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let hwm_kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .context("no VmHWM in /proc/pid/status")?;
+    let kb = |field: &str| -> Option<u64> {
+        let v = status.lines().find_map(|l| l.strip_prefix(field))?;
+        v.split_whitespace().next()?.parse().ok()
+    };
+    let hwm_kb = kb("VmHWM:").context("no VmHWM in /proc/pid/status")?;
+    let rss_kb = kb("VmRSS:").context("no VmRSS in /proc/pid/status")?;
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     // The fields after the command name (which may hold spaces, in parentheses): state is
     // field 3, utime 14 and stime 15.
@@ -189,6 +204,7 @@ pub fn usage(pid: u32) -> Result<Usage> {
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     Ok(Usage {
         peak_rss_bytes: hwm_kb * 1024,
+        rss_bytes: rss_kb * 1024,
         cpu_s: (utime + stime) as f64 / hz,
     })
 }
