@@ -71,6 +71,8 @@ struct Opened {
     cursor: Option<crate::cursor::Cursor>,
     log: TableLog,
     snapshot: Option<Snapshot>,
+    /// When the log was last looked at.
+    log_checked: Option<Instant>,
 }
 
 /// A dry run's plan of the next maintenance step.
@@ -343,6 +345,7 @@ impl Table {
             cursor,
             log,
             snapshot: None,
+            log_checked: None,
         })
     }
 
@@ -352,20 +355,32 @@ impl Table {
 
     /// Reads versions committed since the last look (by this service or any other writer).
     /// Returns whether there were any.
+    ///
+    /// One HEAD of the next entry tells, as long as the last look is younger than half the
+    /// log window: the log window cannot have cleaned an entry committed since. After a
+    /// longer pause (a step that ran long, a suspended process, a window of seconds) the log
+    /// is listed from the next version, and a snapshot the window left behind is read again
+    /// from the checkpoint the log starts at.
     async fn read_log(&mut self) -> Result<bool, LogError> {
         let o = self.opened.as_mut().expect("opened");
+        let last = o.log_checked.replace(Instant::now());
         let Some(s) = &mut o.snapshot else {
             o.snapshot = Some(o.log.latest().await?);
             return Ok(true);
         };
-        if !o.log.entry_stored(s.next_version()).await? {
+        let half_window = ravel_log::log_window_ms(s.metadata.as_ref()) / 2;
+        let recent = last.is_some_and(|t| (t.elapsed().as_millis() as i64) < half_window);
+        if recent && !o.log.entry_stored(s.next_version()).await? {
             return Ok(false);
         }
+        let before = s.version;
+        // A snapshot the window left behind moves with no entry of its own: it is read
+        // again from the checkpoint the cleaned log starts at.
         let entries = o.log.catch_up(s).await?;
         // What a checkpoint would leave out leaves the kept snapshot too: it holds the
         // windows, not every load since the service started.
         s.forget_expired(ravel_log::now_ms());
-        Ok(!entries.is_empty())
+        Ok(!entries.is_empty() || s.version != before)
     }
 
     /// The listed files that are still: listed as the last listing found them, or last changed

@@ -421,3 +421,79 @@ async fn a_file_older_than_the_inputs_window_of_an_older_table_is_counted_and_ne
     let seen = (s.rows, s.beyond_window_files, s.cursor.as_deref());
     assert_eq!(seen, (120, 0, Some("c.parquet")), "{s:#?}");
 }
+
+/// A service that did not look at its table while other writers committed and the log window
+/// cleaned the entries after the version it had read catches up from the checkpoint the log
+/// starts at, and goes on loading.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_service_left_behind_by_a_log_cleanup_reads_on_from_its_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("store").display().to_string();
+    let store = Store::create(&url).unwrap();
+    let mut layout = Layout {
+        stream: Some("s".into()),
+        time: Some("t".into()),
+        ..Layout::default()
+    };
+    layout.retention.log_s = 1;
+    layout.maintenance.policy = ravel_layout::MaintenanceMode::None;
+    ravel_testkit::set_layout(&store, "events", &layout).await;
+    let landing = landing(dir.path());
+    rows(&landing.join("a.parquet"), 0, 10);
+    let text = format!(
+        "poll_interval = \"8s\"\n[[table]]\nstore = \"{url}\"\nname = \"events\"\nlanding = \"{}\"\npattern = \"*.parquet\"\nbatch_age = \"0s\"\nsettle = \"0s\"\ngc_interval = \"0s\"\n",
+        landing.display()
+    );
+    let tier = ravel_tier::Tier::detect().unwrap();
+    let ingest = ravel_ingest::IngestOptions::from_tier(&tier);
+    let service = Service::new(
+        Config::parse(&text, "serve.toml").unwrap(),
+        ServeOptions::new(ingest.clone()),
+    );
+    let shared = service.shared();
+    let stop = CancellationToken::new();
+    let others = async {
+        let version = |v: u64| {
+            let shared = shared.clone();
+            async move {
+                for _ in 0..400 {
+                    if shared.statuses()[0].version == Some(v) {
+                        return true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                false
+            }
+        };
+        assert!(version(0).await, "the service loads a.parquet");
+        // Between two of its polls: eleven loads by another writer (a checkpoint at version 10),
+        // and a cleanup of every entry before it, the next one the service would read included.
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        for i in 1..=11 {
+            let path = elsewhere.join(format!("{i}.parquet"));
+            rows(&path, 10 * i, 10);
+            let format = ravel_loader::InputFormat::Parquet;
+            ravel_loader::load_files(
+                &store,
+                "events",
+                ingest.load.clone(),
+                &[path],
+                format,
+                |_, _| {},
+            )
+            .await
+            .unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(1_200)).await;
+        let gc = ravel_gc::GcOptions::new(Duration::from_secs(1), false);
+        let report = ravel_gc::gc(&store, "events", &gc).await.unwrap();
+        assert!(report.log.deleted > 0, "{report:?}");
+        assert!(version(11).await, "{:#?}", shared.statuses());
+        rows(&landing.join("b.parquet"), 200, 5);
+        assert!(version(12).await, "{:#?}", shared.statuses());
+        assert_eq!(shared.statuses()[0].rows, 125);
+        stop.cancel();
+    };
+    tokio::join!(service.run(stop.clone()), others);
+}
