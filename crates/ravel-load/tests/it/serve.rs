@@ -4,6 +4,8 @@
 //! `/metrics` parses as Prometheus text; SIGTERM stops it with exit 0; two services on one
 //! table and a foreign Delta append while it runs lose and double nothing.
 
+mod restart;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
