@@ -12,6 +12,9 @@ pub use ravel_log::{
     FILES_PROPERTY, FORGOTTEN_PROPERTY, INPUTS_PROPERTY, LOG_PROPERTY, interval, parse_interval,
 };
 
+/// The longest window: a century.
+pub const MAX_WINDOW_S: u64 = 36_500 * 86_400;
+
 /// The three windows, in seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -56,21 +59,28 @@ impl Retention {
     }
 
     /// Every window above zero seconds (a window of nothing would let a reader lose the
-    /// version it is reading).
+    /// version it is reading) and at most [`MAX_WINDOW_S`] (Spark reads a window's days as a
+    /// 32-bit count; a century keeps every engine's arithmetic whole).
     pub fn validate(&self) -> Result<(), LayoutError> {
         let windows = [
             ("files", self.files_s),
             ("inputs", self.inputs_s),
             ("log", self.log_s),
         ];
-        match windows.iter().find(|(_, s)| *s == 0) {
-            Some((setting, _)) => Err(LayoutError::BadRetention {
-                setting,
-                value: "0s".into(),
-                reason: "a retention must be above 0s".into(),
-            }),
-            None => Ok(()),
+        let bad = |setting: &'static str, seconds: u64, reason: &str| LayoutError::BadRetention {
+            setting,
+            value: format!("{seconds}s"),
+            reason: reason.into(),
+        };
+        for (setting, seconds) in windows {
+            if seconds == 0 {
+                return Err(bad(setting, seconds, "a retention must be above 0s"));
+            }
+            if seconds > MAX_WINDOW_S {
+                return Err(bad(setting, seconds, "a retention must be at most 36500d"));
+            }
         }
+        Ok(())
     }
 
     /// Sets the inputs window to `seconds` at `now_ms`. A longer window than the table had
@@ -149,6 +159,12 @@ mod tests {
         };
         let e = zero.validate().unwrap_err().to_string();
         assert!(e.contains("inputs"), "{e}");
+        let huge = Retention {
+            files_s: MAX_WINDOW_S + 1,
+            ..Retention::default()
+        };
+        let e = huge.validate().unwrap_err().to_string();
+        assert!(e.contains("files") && e.contains("36500d"), "{e}");
     }
 
     #[test]

@@ -166,10 +166,14 @@ impl TableLog {
     }
 
     /// The load that `version` published, as its entry's `commitInfo` names it (empty names
-    /// when the entry no longer reads: another engine cleaned up the log).
+    /// when the entry no longer reads: the log window, or another engine, cleaned it).
     pub async fn publication(&self, version: u64) -> Published {
         let info = match self.entry(version).await {
             Ok(entry) => entry.commit_info().map(|i| i["ravel"].clone()),
+            Err(LogError::NoSuchVersion(_)) => {
+                tracing::debug!(version, "the entry that published the load was cleaned");
+                None
+            }
             Err(e) => {
                 tracing::warn!(version, error = %ravel_store::ErrorChain::new(&e), "the entry that published the load does not read");
                 None

@@ -122,12 +122,15 @@ pub enum LogError {
     )]
     NameConsumed { input: String, version: u64 },
     #[error(
-        "input {input} last changed {age_s} s ago, before the table's inputs window ({window}), and the table is older than the window: a version may have loaded it and forgotten its identity since, so nothing was published; pass --reload to load it (a new table takes old files: the window only forgets loads it saw)"
+        "input {input} {changed}, before {limit}, and the table is older than that: a version may have loaded it and forgotten its identity since, so nothing was published; pass --reload to load it (a new table takes old files: the window only forgets loads it saw)"
     )]
     BeyondInputsWindow {
         input: String,
-        age_s: u64,
-        window: String,
+        /// When it last changed: `last changed 2 days ago`.
+        changed: String,
+        /// What it is older than: the inputs window, or the moment an earlier, shorter one
+        /// began to forget.
+        limit: String,
     },
     #[error(
         "writing log entry {key} failed ({write}) and reading it back failed too ({read}): the commit may or may not have happened; run the same command again"

@@ -44,6 +44,24 @@ pub fn interval(seconds: u64) -> String {
     format!("interval {n} {unit}{plural}")
 }
 
+/// A span of `ms` milliseconds in words, in its largest whole unit: `2 days`, `117 seconds`.
+pub(crate) fn span(ms: i64) -> String {
+    let seconds = u64::try_from(ms / 1000).unwrap_or(0);
+    let units = [
+        (86_400, "day"),
+        (3_600, "hour"),
+        (60, "minute"),
+        (1, "second"),
+    ];
+    let (size, unit) = units
+        .into_iter()
+        .find(|(size, _)| seconds >= *size)
+        .unwrap_or((1, "second"));
+    let n = seconds / size;
+    let plural = if n == 1 { "" } else { "s" };
+    format!("{n} {unit}{plural}")
+}
+
 /// Parses Delta's `interval N unit` (units from seconds to weeks, singular or plural) into
 /// seconds; `None` when it is not that form.
 pub fn parse_interval(text: &str) -> Option<u64> {

@@ -199,8 +199,9 @@ impl Snapshot {
     /// Refuses a load of `consumed` at `now_ms` when one of its inputs no version remembers
     /// last changed before the table's inputs window and the table is older than the window:
     /// a version may have loaded it, and its identity left the checkpoints since
-    /// ([`crate::LogError::BeyondInputsWindow`], naming the first). A new table takes old
-    /// files; a reload is never refused.
+    /// ([`crate::LogError::BeyondInputsWindow`], naming the first). An input whose
+    /// modification time is unknown counts as older. A new table takes old files; a reload is
+    /// never refused.
     pub fn check_window(&self, consumed: &Consumed, now_ms: i64) -> Result<(), crate::LogError> {
         let Some(before) = crate::Expiry::forgotten_before(self.metadata.as_ref(), now_ms) else {
             return Ok(());
@@ -209,23 +210,35 @@ impl Snapshot {
             return Ok(());
         }
         let old = |i: &&InputFile| {
-            i.modified_ms.is_some_and(|m| m < before) && self.consumed_by(i).is_none()
+            i.modified_ms.is_none_or(|m| m < before) && self.consumed_by(i).is_none()
         };
-        match consumed.inputs.iter().find(old) {
-            None => Ok(()),
-            Some(input) => Err(crate::LogError::BeyondInputsWindow {
-                input: input.name.clone(),
-                age_s: u64::try_from(now_ms - input.modified_ms.unwrap_or(now_ms)).unwrap_or(0)
-                    / 1000,
-                window: self.inputs_window_text(),
-            }),
-        }
+        let Some(input) = consumed.inputs.iter().find(old) else {
+            return Ok(());
+        };
+        let changed = match input.modified_ms {
+            Some(m) => format!("last changed {} ago", crate::retention::span(now_ms - m)),
+            None => "has no known modification time".to_string(),
+        };
+        Err(crate::LogError::BeyondInputsWindow {
+            input: input.name.clone(),
+            changed,
+            limit: self.window_limit(before, now_ms),
+        })
     }
 
-    /// The inputs window as the metadata records it (`interval 30 days`).
-    fn inputs_window_text(&self) -> String {
-        let ms = crate::inputs_window_ms(self.metadata.as_ref());
-        crate::interval(u64::try_from(ms / 1000).unwrap_or(0))
+    /// What a file older than `before` is older than: the inputs window as the metadata
+    /// records it, or the moment an earlier, shorter window began to forget.
+    fn window_limit(&self, before: i64, now_ms: i64) -> String {
+        let window = crate::inputs_window_ms(self.metadata.as_ref());
+        let text = crate::interval(u64::try_from(window / 1000).unwrap_or(0));
+        match before > now_ms.saturating_sub(window) {
+            false => format!("the table's inputs window ({text})"),
+            true => format!(
+                "{} ago, when an earlier, shorter inputs window began to forget loads ({}; the window is now {text})",
+                crate::retention::span(now_ms - before),
+                crate::FORGOTTEN_PROPERTY
+            ),
+        }
     }
 
     /// Refuses a load of `consumed`'s new inputs that the table cannot vouch for: a file

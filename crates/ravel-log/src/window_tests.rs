@@ -164,12 +164,16 @@ fn a_new_table_takes_files_older_than_its_window() {
     });
     let old = Consumed::once(vec![file(0, now - 365 * DAY_MS)]);
     assert!(s.check_window(&old, now).is_ok());
-    // The same table a day later could have forgotten a load of it.
+    // The same table a day later could have forgotten a load of it; and of a file whose
+    // modification time is unknown.
     let e = s.check_window(&old, now + DAY_MS).unwrap_err().to_string();
-    assert!(
-        e.contains("/landing/0.parquet") && e.contains("interval 1 day"),
-        "{e}"
-    );
+    let said = "last changed 366 days ago, before the table's inputs window (interval 1 day)";
+    assert!(e.contains("/landing/0.parquet") && e.contains(said), "{e}");
+    let mut unknown = file(1, 0);
+    unknown.modified_ms = None;
+    let e = s.check_window(&Consumed::once(vec![unknown]), now + DAY_MS);
+    let e = e.unwrap_err().to_string();
+    assert!(e.contains("has no known modification time"), "{e}");
 }
 
 #[test]
@@ -185,7 +189,12 @@ fn a_window_grown_since_still_refuses_what_the_shorter_one_forgot() {
     });
     // Changed 10 days ago: inside the 30-day window, but before the 1-day window it had.
     let forgotten = Consumed::once(vec![file(0, now - 10 * DAY_MS)]);
-    assert!(s.check_window(&forgotten, now).is_err());
+    let e = s.check_window(&forgotten, now).unwrap_err().to_string();
+    let said = "last changed 10 days ago, before 1 day ago, when an earlier, shorter inputs window";
+    assert!(
+        e.contains(said) && e.contains(crate::FORGOTTEN_PROPERTY) && e.contains("interval 30 days"),
+        "{e}"
+    );
     let fresh = Consumed::once(vec![file(1, now - DAY_MS / 2)]);
     assert!(s.check_window(&fresh, now).is_ok());
 }
