@@ -1,6 +1,7 @@
-//! The service's loop: poll every table each interval, then work: loads first (the table
-//! whose oldest pending file landed first), then maintenance (the table furthest over its
-//! depth bound first, ties to the one maintained longest ago), then `gc` when due. One step
+//! The service's loop: poll every table each interval, then work: a merge of a table over
+//! its depth bound first, then loads (the table whose oldest pending file landed first), then
+//! maintenance within the bound (the table furthest over its depth bound first, ties to the
+//! one maintained longest ago), then `gc` when due. One step
 //! runs at a time, so the whole process stays within one budget: the tier's, which every
 //! step gets in full.
 
@@ -181,19 +182,27 @@ impl Service {
         }
     }
 
-    /// Loads first: the table whose oldest due file landed first. Then maintenance: the
-    /// table furthest over its depth bound, ties to the one maintained longest ago.
+    /// A merge of a table over its depth bound first: loads arriving faster than they are
+    /// loaded would otherwise always have a batch due, and the table's depth would grow
+    /// without end (its batches grow meanwhile, which loads them cheaper). Then loads: the
+    /// table whose oldest due file landed first. Then maintenance within the bound. Among
+    /// merges, the table furthest over its bound, ties to the one maintained longest ago.
     fn next_step(&self) -> Option<Step> {
         let now = SystemTime::now();
+        let merge = (self.tables.iter().enumerate())
+            .filter_map(|(i, t)| Some((i, t.planned_merge()?.over_bound(), t.last_maintained)))
+            .max_by_key(|&(_, over, last)| (over, std::cmp::Reverse(last)));
+        if let Some((i, over, _)) = merge
+            && over > 0
+        {
+            return Some(Step::Maintain(i));
+        }
         let load = (self.tables.iter().enumerate())
             .filter(|(_, t)| t.batch_due(now))
             .min_by_key(|(_, t)| t.oldest_pending());
         if let Some((i, _)) = load {
             return Some(Step::Load(i));
         }
-        let merge = (self.tables.iter().enumerate())
-            .filter_map(|(i, t)| Some((i, t.planned_merge()?.over_bound(), t.last_maintained)))
-            .max_by_key(|&(_, over, last)| (over, std::cmp::Reverse(last)));
         merge.map(|(i, _, _)| Step::Maintain(i))
     }
 
