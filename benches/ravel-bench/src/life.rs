@@ -18,6 +18,7 @@ mod chart;
 mod land;
 mod measure;
 mod record;
+mod synthetic;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -88,6 +89,12 @@ pub struct LifeArgs {
     /// Measure no Python reader.
     #[arg(long)]
     no_python: bool,
+    /// Reach each measurement mostly by versions committed straight into the store, as
+    /// another writer's loads of one input each and no rows, with the service stopped (a
+    /// thousand times faster than landing files); the last this many versions of each
+    /// segment still come from files landing through the service. 0: every version does.
+    #[arg(long, default_value_t = 0)]
+    landed_per_segment: u64,
     /// Working directory: the config, the service's log, the staged files (default: a new
     /// directory in the system's temp dir, removed at the end).
     #[arg(long)]
@@ -144,6 +151,7 @@ fn new_result(args: &LifeArgs, bin: &Path, python: &str) -> Result<LifeResult> {
             inputs_window: args.inputs_window.clone(),
             log_window: args.log_window.clone(),
             idle_s: args.idle_s,
+            landed_per_segment: args.landed_per_segment,
         },
         python: python.to_string(),
         checkpoints: Vec::new(),
@@ -266,6 +274,9 @@ fn checkpoint(
     began: Instant,
 ) -> Result<Checkpoint> {
     let a = run.args;
+    if a.landed_per_segment > 0 {
+        grow(run, running, target.saturating_sub(a.landed_per_segment))?;
+    }
     let service = running.0.as_ref().context("no service")?;
     let segment = segment(run, service, lander, target)?;
     let version = status(service)?.version;
@@ -301,6 +312,24 @@ fn checkpoint(
         start,
         opens,
     })
+}
+
+/// Stops the service, commits versions straight into the store until the table has
+/// `until`, and starts a service again (not timed).
+fn grow(run: &Run, running: &mut Running, until: u64) -> Result<()> {
+    let service = running.0.take().context("no service")?;
+    let now = status(&service)?.version;
+    service.terminate()?;
+    if until > now {
+        let store_dir = run.table_dir.parent().context("the table's store")?;
+        let t = Instant::now();
+        synthetic::commit(store_dir, TABLE, now, until - now)?;
+        let rate = (until - now) as f64 / t.elapsed().as_secs_f64();
+        eprintln!("committed versions {now}..{until} straight ({rate:.0} a second)");
+    }
+    let service = Service::start_env(run.bin, &run.config, &run.log, &run.s3.env())?;
+    running.0 = Some(service);
+    Ok(())
 }
 
 /// What the status says of the table.

@@ -48,6 +48,10 @@ pub struct Params {
     pub inputs_window: String,
     pub log_window: String,
     pub idle_s: f64,
+    /// Versions of each segment that came from landing files; the others were committed
+    /// straight into the store (0: every version landed).
+    #[serde(default)]
+    pub landed_per_segment: u64,
 }
 
 /// The figures at one checkpoint of the run.
