@@ -275,6 +275,11 @@ fn checkpoint(
 ) -> Result<Checkpoint> {
     let a = run.args;
     if a.landed_per_segment > 0 {
+        // The versions committed straight take the schema of a load the service published.
+        let service = running.0.as_ref().context("no service")?;
+        if status(service)?.version == 0 {
+            segment(run, service, lander, 2)?;
+        }
         grow(run, running, target.saturating_sub(a.landed_per_segment))?;
     }
     let service = running.0.as_ref().context("no service")?;
