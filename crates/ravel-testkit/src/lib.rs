@@ -42,6 +42,59 @@ pub async fn set_layout(store: &Store, table: &str, layout: &ravel_layout::Layou
         .expect("layout update");
 }
 
+/// Commits `n` loads into `table` of `store`, each consuming one input (`synthetic/<i>`, `i`
+/// from `first`, changed now) and adding no object, as another writer's small loads leave the
+/// log: a table of many versions in seconds. The manifests take the schema of the newest
+/// version's first; panics on failure (a test fixture). Returns the newest version.
+pub async fn commit_empty_loads(store: &Store, table: &str, first: u64, n: u64) -> u64 {
+    use object_store::ObjectStoreExt;
+    let os = store.object_store().clone();
+    let log = ravel_log::TableLog::new(
+        os.clone(),
+        ravel_store::TablePaths::new(table).expect("table name"),
+    );
+    let newest = log.latest().await.expect("the table's log reads");
+    let configuration = newest
+        .metadata
+        .as_ref()
+        .expect("a version")
+        .configuration
+        .clone();
+    let mut manifest = published(store, table).await.remove(0);
+    manifest.objects.clear();
+    let mut version = newest.version.unwrap_or(0);
+    for i in first..first + n {
+        manifest.load_id = format!("synthetic-{i}");
+        let key = format!("{table}/_ravel/manifests/{}.json", manifest.load_id);
+        let bytes = serde_json::to_vec(&manifest).expect("serializes");
+        os.put(&key.as_str().into(), bytes.into())
+            .await
+            .expect("manifest stored");
+        let input = ravel_log::InputFile {
+            name: format!("synthetic/{i}"),
+            size: 0,
+            version: "0".into(),
+            modified_ms: Some(ravel_log::now_ms()),
+        };
+        let commit = ravel_log::Commit {
+            operation: ravel_log::Operation::Load,
+            manifest_key: key,
+            manifest: &manifest,
+            orders: Vec::new(),
+            chains: Vec::new(),
+            removes: Vec::new(),
+            configuration: configuration.clone(),
+            written_bytes: 0,
+            full: false,
+            consumed: ravel_log::Consumed::once(vec![input]),
+        };
+        if let ravel_log::Committed::Version(v) = log.commit(&commit).await.expect("committed") {
+            version = v;
+        }
+    }
+    version
+}
+
 /// The manifests of `table`'s newest version, each reduced to the objects the version holds
 /// (oldest rank first); panics on failure (a test fixture).
 pub async fn published(store: &Store, table: &str) -> Vec<ravel_manifest::Manifest> {

@@ -6,9 +6,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
-use object_store::{ObjectStore, ObjectStoreExt};
-use ravel_log::{Commit, Consumed, InputFile, Operation, TableLog};
 use ravel_testkit::{RequestCounts, S3Server};
 
 use super::{generated, land_on_s3, once, table_toml, write_config};
@@ -16,40 +15,10 @@ use crate::common;
 
 /// Commits `n` loads of one input each, no objects, into table `hits` of the store in
 /// `dir`, as versions after its newest; `first` numbers the inputs.
-async fn loads(dir: &Path, first: usize, n: usize) {
-    let store: Arc<dyn ObjectStore> = Arc::new(LocalFileSystem::new_with_prefix(dir).unwrap());
-    let table = ravel_store::TablePaths::new("hits").unwrap();
-    let log = TableLog::new(store.clone(), table);
-    let newest = log.latest().await.unwrap();
-    let configuration = newest.metadata.as_ref().unwrap().configuration.clone();
-    let served = ravel_store::Store::new("served", store.clone());
-    let mut manifest = ravel_testkit::published(&served, "hits").await.remove(0);
-    manifest.objects.clear();
-    for i in first..first + n {
-        manifest.load_id = format!("pushed-{i}");
-        let key = format!("hits/_ravel/manifests/{}.json", manifest.load_id);
-        let bytes = serde_json::to_vec(&manifest).unwrap();
-        store.put(&key.as_str().into(), bytes.into()).await.unwrap();
-        let input = InputFile {
-            name: format!("s3://elsewhere/{i}.parquet"),
-            size: 100,
-            version: i.to_string(),
-            modified_ms: Some(ravel_log::now_ms()),
-        };
-        let commit = Commit {
-            operation: Operation::Load,
-            manifest_key: key,
-            manifest: &manifest,
-            orders: Vec::new(),
-            chains: Vec::new(),
-            removes: Vec::new(),
-            configuration: configuration.clone(),
-            written_bytes: 0,
-            full: false,
-            consumed: Consumed::once(vec![input]),
-        };
-        log.commit(&commit).await.unwrap();
-    }
+async fn loads(dir: &Path, first: u64, n: u64) {
+    let os: Arc<dyn ObjectStore> = Arc::new(LocalFileSystem::new_with_prefix(dir).unwrap());
+    let served = ravel_store::Store::new("served", os);
+    ravel_testkit::commit_empty_loads(&served, "hits", first, n).await;
 }
 
 /// The requests `serve --once` made, on a landing with nothing new.
